@@ -1,0 +1,40 @@
+# Two set-up commands that work on a fresh machine:
+#   make demo   shard the built-in synthetic corpus, train the tiny twin, report loss and WER
+#   make test   run the test suite (make test-all adds the slow end-to-end tests)
+PY      := .venv/bin/python
+STAMP   := .venv/.installed
+APT_PKGS := espeak-ng sox tmux openssh-server rsync
+
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+export OMP_NUM_THREADS ?= 1
+
+.PHONY: setup demo test test-all bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@if ! command -v espeak-ng >/dev/null 2>&1 || ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null; fi; fi
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	@# CPU machines get the pinned CPU wheel; a CUDA image keeps its own torch.
+	@if ! command -v nvidia-smi >/dev/null 2>&1; then $(PY) -m pip install -q torch==2.13.0; fi
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m speechlm.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q -m ''
+
+bench: $(STAMP)
+	$(PY) bench/shards.py && $(PY) bench/reader.py && $(PY) bench/train.py
+
+clean:
+	rm -rf .venv outputs shards/*/

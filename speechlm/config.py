@@ -1,0 +1,369 @@
+"""Typed configs from plain YAML: base recipe + experiment overlay + key=value overrides.
+
+A recipe is a YAML file (or the name of a shipped one). It may name `base:` recipes that it
+extends; `--experiment NAME` overlays `experiments/NAME.yaml`; `a.b=value` overrides come last.
+Every key is checked against the dataclass schema, and a user mistake raises ConfigError naming
+the key, the file it came from and the nearest valid key, so CLIs can print one line and exit 2.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import os
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+PACKAGE_RECIPES = Path(__file__).parent / "recipes"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ConfigError(ValueError):
+    """A user mistake in a config or command line: reported as one line, exit status 2."""
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@dataclass
+class ModelConfig:
+    audio_model_id: str = "ibm-granite/granite-speech-5.0-470m-turboctc-nc"
+    text_model_id: str = "Qwen/Qwen3.5-2B"
+    model_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    projector_dtype: Literal["bfloat16", "float32"] = "float32"
+    projector_pool_stride: int = 1
+    projector_hidden_dim: int = 4096
+    # [padding, kernel, stride] per time-subsampling layer of the encoder (Granite Speech 5: ~4x)
+    encoder_conv_layers: list[list[int]] = field(default_factory=lambda: [[0, 2, 2], [0, 2, 2]])
+    calibrate_projector: bool = True
+    use_lora: bool = True
+    lora_rank: int = 64
+    lora_alpha: int = 64
+    lora_dropout: float = 0.0
+    lora_target_modules: Any = "all-linear"
+    audio_token: str = "<audio>"
+    prompt: str = "Transcribe the audio."
+    trust_remote_code: bool = False
+    max_new_tokens: int = 128
+
+
+@dataclass
+class DataSet:
+    """One built shard set (the output folder of `python -m speechlm.shard`)."""
+
+    path: str = ""
+    weight: float = 1.0
+    split: str = "train"
+
+
+@dataclass
+class DataConfig:
+    # shard recipe to build on the fly when a shard set is missing (e.g. shards/synthetic.yaml)
+    recipe: str | None = None
+    train: list[DataSet] = field(default_factory=list)
+    eval: list[DataSet] = field(default_factory=list)
+    max_eval_samples_per_dataset: int = 200
+    batching: Literal["clips", "seconds"] = "clips"
+    # with batching=seconds: total audio seconds per batch (per device)
+    batch_seconds: float = 0.0
+    shuffle_shards_per_block: int = 4
+    num_workers: int = 2
+    prefetch_factor: int = 2
+
+
+@dataclass
+class TrainingConfig:
+    output_dir: str = "outputs"
+    run_name: str | None = None
+    seed: int = 44
+    learning_rate: float = 1e-3  # projector
+    decoder_learning_rate: float = 1e-4  # LoRA adapters / decoder
+    encoder_learning_rate: float = 1e-5  # only used if the encoder is unfrozen
+    projector_weight_decay: float = 0.01
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    warmup_steps: int = 1000
+    lr_scheduler_type: Literal["cosine", "linear", "constant"] = "cosine"
+    max_grad_norm: float = 1.0
+    per_device_train_batch_size: int = 256
+    per_device_eval_batch_size: int = 128
+    gradient_accumulation_steps: int = 1
+    num_train_epochs: float = 2
+    max_steps: int = -1
+    eval_steps: int = 2000
+    save_steps: int = 2000
+    logging_steps: int = 10
+    save_total_limit: int | None = 3
+    resume_from_checkpoint: str | None = None
+    push_to_hub: bool = False
+    hub_model_id: str | None = None
+    hub_private_repo: bool = True
+    report_to: Literal["wandb", "none"] = "none"
+    wandb_project: str = "speechlm"
+    bf16: bool = True
+    attn_implementation: str = "auto"
+    gradient_checkpointing: bool = False
+    freeze_audio_encoder: bool = True
+    freeze_language_model: bool = True
+    freeze_text_embed_tokens: bool = True
+    freeze_projector: bool = False
+    use_lora: bool | None = None  # overrides model.use_lora when set
+    max_nonfinite_in_a_row: int = 10
+    grad_norm_spike: float = 100.0
+
+
+@dataclass
+class DeepSpeedConfig:
+    zero_stage: int = 2
+    config: str | None = None  # path; default ds_configs/zero{stage}.json (zero3_offload with offload)
+    offload: bool = False
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def find_recipe(name_or_path: str, search: list[Path] | None = None) -> Path:
+    """A path to a YAML file, or the name of one in `search` dirs / the shipped recipes."""
+    p = Path(name_or_path).expanduser()
+    if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+        if p.is_file():
+            return p.resolve()
+        raise ConfigError(f"config file not found: {name_or_path}")
+    dirs = list(search or []) + [PACKAGE_RECIPES]
+    for d in dirs:
+        for ext in (".yaml", ".yml"):
+            if (d / f"{name_or_path}{ext}").is_file():
+                return (d / f"{name_or_path}{ext}").resolve()
+    known = sorted({f.stem for d in dirs if d.is_dir() for f in d.glob("*.y*ml")})
+    raise ConfigError(f"unknown recipe '{name_or_path}'{_nearest(name_or_path, known)}; known: {', '.join(known)}")
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a recipe must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def _merge(dst: dict, src: dict, origin: dict, source: str, prefix: str = "") -> None:
+    for k, v in src.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            _merge(dst[k], v, origin, source, key + ".")
+        else:
+            dst[k] = v
+            origin[key] = source
+
+
+def _load_tree(path: Path, tree: dict, origin: dict, seen: tuple = ()) -> None:
+    if path in seen:
+        raise ConfigError(f"{path}: recipes include each other in a cycle")
+    data = _read_yaml(path)
+    bases = data.pop("base", None) or []
+    for b in [bases] if isinstance(bases, str) else bases:
+        _load_tree(find_recipe(b, [path.parent]), tree, origin, seen + (path,))
+    _merge(tree, data, origin, str(path))
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    if "=" not in text or text.startswith("="):
+        raise ConfigError(f"override '{text}' is not of the form key.sub=value")
+    key, raw = text.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def load_tree(
+    recipe: str | Path | None,
+    experiment: str | None = None,
+    overrides: list[str] | tuple = (),
+    default: str = "production",
+) -> tuple[dict, dict]:
+    """Merged raw mapping and a map of dotted key -> the file (or 'command line') that set it."""
+    tree: dict = {}
+    origin: dict = {}
+    path = find_recipe(str(recipe or default))
+    _load_tree(path, tree, origin)
+    if experiment:
+        dirs = [path.parent / "experiments", PACKAGE_RECIPES / "experiments"]
+        _load_tree(find_recipe(experiment, dirs), tree, origin)
+    for text in overrides:
+        key, value = parse_override(text)
+        node = tree
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override '{text}': '{p}' is not a section")
+        node[parts[-1]] = value
+        origin[key] = "command line"
+    return tree, origin
+
+
+def _nearest(word: str, options) -> str:
+    m = difflib.get_close_matches(word, list(options), n=1, cutoff=0.5)
+    return f" (did you mean '{m[0]}'?)" if m else ""
+
+
+def _where(key: str, origin: dict) -> str:
+    # the most specific origin recorded for this key or one of its parents
+    parts = key.split(".")
+    for i in range(len(parts), 0, -1):
+        src = origin.get(".".join(parts[:i]))
+        if src:
+            return f" (from {src})"
+    return ""
+
+
+def _coerce(tp, value, key: str, origin: dict):
+    bad = ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}{_where(key, origin)}")
+    if tp is Any:
+        return value
+    org = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if org in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(a, value, key, origin)
+            except ConfigError:
+                pass
+        raise bad
+    if org is Literal:
+        if value in args:
+            return value
+        raise ConfigError(f"{key}: must be one of {', '.join(map(repr, args))}, got {value!r}{_nearest(str(value), map(str, args))}{_where(key, origin)}")
+    if org is list:
+        if not isinstance(value, list):
+            raise bad
+        return [_coerce(args[0], v, f"{key}[{i}]", origin) for i, v in enumerate(value)] if args else value
+    if org is dict:
+        if not isinstance(value, dict):
+            raise bad
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise bad
+        return build(tp, value, origin, key)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise bad
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML reads 1e-3 as a string
+            try:
+                return float(value)
+            except ValueError:
+                raise bad from None
+        raise bad
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise bad
+    raise bad
+
+
+def _type_name(tp) -> str:
+    org = typing.get_origin(tp)
+    if org in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if org is Literal:
+        return "one of " + ", ".join(map(repr, typing.get_args(tp)))
+    if org is list:
+        return "a list"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def build(schema, raw: dict, origin: dict | None = None, prefix: str = ""):
+    """Instantiate dataclass `schema` from a mapping, naming any bad key."""
+    origin = origin or {}
+    hints = typing.get_type_hints(schema)
+    names = {f.name for f in dataclasses.fields(schema)}
+    kwargs = {}
+    for k, v in raw.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if k not in names:
+            where = _where(key, origin)
+            raise ConfigError(f"unknown key '{key}'{where}{_nearest(str(k), names)}")
+        kwargs[k] = _coerce(hints[k], v, key, origin)
+    missing = [
+        f.name for f in dataclasses.fields(schema)
+        if f.name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ConfigError(f"missing required key '{prefix + '.' if prefix else ''}{missing[0]}'")
+    return schema(**kwargs)
+
+
+def load(
+    schema=Config,
+    recipe: str | Path | None = None,
+    experiment: str | None = None,
+    overrides: list[str] | tuple = (),
+    default: str = "production",
+):
+    tree, origin = load_tree(recipe, experiment, overrides, default)
+    cfg = build(schema, tree, origin)
+    validate = getattr(cfg, "validate", None)
+    if validate:
+        validate()
+    return cfg
+
+
+def to_dict(cfg) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def dump(cfg, path: str | Path) -> None:
+    """Save the resolved config beside an output (it holds no secrets: tokens come from the env)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+
+
+def cli_errors(fn):
+    """Turn user mistakes (ConfigError, missing files) into one line on stderr and exit status 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+
+    return wrapper
