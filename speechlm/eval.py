@@ -1,0 +1,173 @@
+"""Evaluate an exported checkpoint: corpus WER per dataset, worst examples, a JSONL of hypotheses.
+
+    python -m speechlm.eval -m MODEL_DIR -d DATASET [-d DATASET ...] [-n N] [--batch-size B] [--json]
+
+MODEL_DIR is an exported checkpoint (`checkpoints/step-N/model`, a final `model/`, or a Hub id).
+DATASET is a built shard set (a folder with manifest.json), a data recipe (`shards/NAME.yaml` or
+NAME; its `test` split is reserved for this), or a JSONL/TSV manifest of audio paths and texts.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import webdataset as wds
+
+from speechlm import audio, wer
+from speechlm.config import REPO_ROOT, ConfigError, cli_errors
+
+
+def _shard_clips(root: Path, split: str | None) -> Iterator[tuple[str, object, str]]:
+    manifest = json.loads((root / "manifest.json").read_text())
+    splits = manifest.get("splits", {})
+    if split is None:
+        split = "test" if "test" in splits else "eval"
+    if split not in splits:
+        raise ConfigError(f"{root}: no split '{split}' (has: {', '.join(sorted(splits)) or 'none'})")
+    urls = [str(root / s["file"]) for s in splits[split]["shards"]]
+    missing = [u for u in urls if not Path(u).is_file()]
+    if missing:
+        raise ConfigError(f"{root}: shard missing: {missing[0]}")
+    for sample in wds.WebDataset(urls, shardshuffle=False, empty_check=False):
+        meta = json.loads(sample["json"])
+        yield meta["id"], sample["flac"], meta["text"]
+
+
+def _manifest_clips(path: Path) -> Iterator[tuple[str, object, str]]:
+    rows: list[dict] = []
+    if path.suffix == ".jsonl":
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    else:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+    for i, row in enumerate(rows):
+        if "audio" not in row or "text" not in row:
+            raise ConfigError(f"{path}: line {i + 1} needs 'audio' and 'text' fields")
+        p = Path(row["audio"])
+        yield row.get("id") or p.stem, p if p.is_absolute() else path.parent / p, row["text"]
+
+
+def dataset_clips(spec: str, split: str | None = None) -> tuple[str, Iterator]:
+    """(name, iterator of (id, audio bytes or path, reference text)) for any dataset spec."""
+    p = Path(spec)
+    if p.is_dir():
+        if not (p / "manifest.json").is_file():
+            raise ConfigError(f"{spec}: a dataset folder must hold a manifest.json (built by speechlm.shard)")
+        return p.name, _shard_clips(p, split)
+    if p.suffix in (".jsonl", ".tsv") and p.is_file():
+        return p.stem, _manifest_clips(p)
+    # a data recipe: build its shards if they are not there yet (the test split is reserved for eval)
+    from speechlm import shard
+
+    recipe_path = p if p.suffix in (".yaml", ".yml") else REPO_ROOT / "shards" / f"{spec}.yaml"
+    if not recipe_path.is_file():
+        raise ConfigError(f"dataset '{spec}' is not a shard folder, a manifest or a data recipe")
+    out = shard.default_out_dir(recipe_path)
+    if not (out / "manifest.json").is_file():
+        shard.build(recipe_path, out)
+    return recipe_path.stem, _shard_clips(out, split or "test")
+
+
+def _batches(it, n: int | None, size: int):
+    batch = []
+    for k, item in enumerate(it):
+        if n is not None and k >= n:
+            break
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def evaluate(model, spec: str, n: int | None = None, batch_size: int = 8, split: str | None = None) -> dict:
+    name, clips = dataset_clips(spec, split)
+    rows, skipped = [], 0
+    t0 = time.perf_counter()
+    for batch in _batches(clips, n, batch_size):
+        waves, keep = [], []
+        for cid, src, ref in batch:
+            try:
+                waves.append(audio.load(src))
+                keep.append((cid, ref))
+            except audio.AudioError as e:
+                skipped += 1
+                print(f"skip {cid}: {e}", file=sys.stderr)
+        if waves:
+            for (cid, ref), hyp in zip(keep, model.transcribe(waves)):
+                rows.append({"id": cid, "reference": ref, "hypothesis": hyp})
+    if not rows:
+        raise ConfigError(f"dataset '{spec}' gave no clips to evaluate")
+    result = {"dataset": name, **wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])}
+    result["skipped"] = skipped
+    result["seconds"] = round(time.perf_counter() - t0, 2)
+    for r in rows:
+        r["errors"] = wer.clip_errors(r["reference"], r["hypothesis"])
+    result["worst"] = sorted(rows, key=lambda r: -r["errors"])[:5]
+    result["rows"] = rows
+    return result
+
+
+def load_model(model_dir: str):
+    from speechlm.model import SpeechLM
+
+    p = Path(model_dir)
+    if not p.is_dir():
+        if p.suffix or model_dir.startswith((".", "/")) or model_dir.count("/") != 1:
+            raise ConfigError(f"model '{model_dir}' is neither a local folder nor a Hub id")
+        from huggingface_hub import snapshot_download
+
+        p = Path(snapshot_download(model_dir))
+    return SpeechLM.from_pretrained(p)
+
+
+def print_table(results: list[dict]) -> None:
+    print(f"{'dataset':<24}{'clips':>7}{'WER %':>8}{'orth %':>8}{'sub':>6}{'del':>6}{'ins':>6}")
+    for r in results:
+        print(f"{r['dataset']:<24}{r['clips']:>7}{100 * r['wer']:>8.2f}{100 * r['orthographic_wer']:>8.2f}"
+              f"{r['substitutions']:>6}{r['deletions']:>6}{r['insertions']:>6}")
+    for r in results:
+        print(f"\nworst in {r['dataset']}:")
+        for w in r["worst"]:
+            print(f"  [{w['errors']}] {w['id']}\n      ref: {w['reference']}\n      hyp: {w['hypothesis']}")
+
+
+@cli_errors
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m speechlm.eval", description=__doc__.split("\n")[0])
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("-d", "--dataset", action="append", required=True)
+    ap.add_argument("-n", type=int, default=None, help="clips per dataset (default: all)")
+    ap.add_argument("--split", default=None, help="shard split (default: test, else eval)")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--out", default=None, help="folder for hypotheses JSONL (default: beside the model)")
+    ap.add_argument("--json", action="store_true", help="print results as JSON")
+    args = ap.parse_args(argv)
+    if args.n is not None and args.n <= 0:
+        raise ConfigError(f"-n must be positive, got {args.n}")
+    torch.manual_seed(0)
+    model = load_model(args.model)
+    results = [evaluate(model, d, args.n, args.batch_size, args.split) for d in args.dataset]
+    out = Path(args.out) if args.out else (Path(args.model) / "eval" if Path(args.model).is_dir() else Path("eval"))
+    out.mkdir(parents=True, exist_ok=True)
+    for r in results:
+        with open(out / f"{r['dataset']}.jsonl", "w") as f:
+            for row in r.pop("rows"):
+                f.write(json.dumps(row) + "\n")
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print_table(results)
+        print(f"\nhypotheses: {out}/")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Transcribe audio files with an exported checkpoint.
+
+    python -m speechlm.transcribe -m MODEL_DIR audio.wav [more.flac ...]
+
+Any format libsndfile reads (wav, flac, ogg, mp3), any sample rate or channel count: clips are
+mixed to mono and resampled to 16 kHz before the model sees them.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from speechlm import audio
+from speechlm.config import ConfigError, cli_errors
+
+
+def transcribe_files(model, paths: list[str], batch_size: int = 8) -> list[str]:
+    waves = []
+    for p in paths:
+        if not Path(p).is_file():
+            raise ConfigError(f"no such audio file: {p}")
+        try:
+            waves.append(audio.load(p))
+        except audio.AudioError as e:
+            raise ConfigError(f"{p}: {e}") from None
+    out: list[str] = []
+    for i in range(0, len(waves), batch_size):
+        out.extend(model.transcribe(waves[i : i + batch_size]))
+    return out
+
+
+@cli_errors
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m speechlm.transcribe", description=__doc__.split("\n")[0])
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("audio", nargs="+")
+    ap.add_argument("--batch-size", type=int, default=8)
+    args = ap.parse_args(argv)
+    from speechlm.eval import load_model
+
+    model = load_model(args.model)
+    texts = transcribe_files(model, args.audio, args.batch_size)
+    for p, t in zip(args.audio, texts):
+        print(f"{p}\t{t}" if len(args.audio) > 1 else t)
+        sys.stdout.flush()
+    return texts
+
+
+if __name__ == "__main__":
+    main()
