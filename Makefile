@@ -7,16 +7,16 @@ APT_PKGS := espeak-ng sox tmux openssh-server rsync
 
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
-export OMP_NUM_THREADS ?= 1
 
 .PHONY: setup demo test test-all bench clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@if ! command -v espeak-ng >/dev/null 2>&1 || ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null; \
-	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null; fi; fi
+	@# system packages: espeak-ng synthesizes the built-in corpus; sshd/tmux/rsync for launcher tests
+	@if ! command -v espeak-ng >/dev/null || ! command -v tmux >/dev/null || ! command -v rsync >/dev/null || [ ! -x /usr/sbin/sshd ]; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null; fi
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
 	@# CPU machines get the pinned CPU wheel; a CUDA image keeps its own torch.
