@@ -1,0 +1,65 @@
+"""Tokenizer loading and the one conversation used by both training and inference.
+
+The user turn is `audio_token * n + "\\n" + prompt`; the assistant turn is the transcript.
+`prompt_ids` renders the user turn through the chat template with the generation prompt, and it
+is the prefix of every training example AND the whole input at inference. Training appends only
+`target_ids` (transcript + end-of-turn). The assistant turn is never rendered through the template,
+so a template that injects an empty `<think></think>` block into a rendered assistant turn (Qwen3,
+Qwen3.5) can't make training and inference differ (pitfall 10). Thinking is switched off
+(`enable_thinking=False`) so the prompt ends exactly as the pretrained model expects for a direct
+answer; templates that don't know the flag ignore it.
+"""
+from __future__ import annotations
+
+import logging
+
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+log = logging.getLogger(__name__)
+
+END_OF_TURN = "<|im_end|>"
+
+
+def load_tokenizer(text_model_id: str, audio_token: str = "<audio>", trust_remote_code: bool = False):
+    """AutoTokenizer for `text_model_id` (hub id or local dir), with `audio_token` as a special token."""
+    tok = AutoTokenizer.from_pretrained(text_model_id, trust_remote_code=trust_remote_code)
+    if tok.convert_tokens_to_ids(audio_token) in (None, tok.unk_token_id):
+        tok.add_special_tokens({"extra_special_tokens": [audio_token]}, replace_extra_special_tokens=False)
+        log.info("added %s to the tokenizer as id %d", audio_token, tok.convert_tokens_to_ids(audio_token))
+    if tok.chat_template is None:
+        raise ValueError(f"tokenizer of {text_model_id} has no chat template")
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def audio_token_id(tok: PreTrainedTokenizerBase, audio_token: str = "<audio>") -> int:
+    tid = tok.convert_tokens_to_ids(audio_token)
+    if tid is None or tid == tok.unk_token_id:
+        raise ValueError(f"audio token {audio_token!r} is not in the tokenizer (use load_tokenizer)")
+    return tid
+
+
+def end_of_turn_id(tok: PreTrainedTokenizerBase) -> int:
+    tid = tok.convert_tokens_to_ids(END_OF_TURN)
+    if tid is None or tid == tok.unk_token_id:
+        raise ValueError(f"tokenizer has no {END_OF_TURN} token; speechlm expects a ChatML (Qwen-style) template")
+    return tid
+
+
+def prompt_ids(tok: PreTrainedTokenizerBase, n_audio: int, prompt: str, audio_token: str = "<audio>") -> list[int]:
+    """Token ids of the user turn (n audio placeholders, newline, prompt) plus the generation prompt."""
+    user = {"role": "user", "content": audio_token * n_audio + "\n" + prompt}
+    enc = tok.apply_chat_template(
+        [user], add_generation_prompt=True, tokenize=True, enable_thinking=False, return_dict=True
+    )
+    ids = list(enc["input_ids"])
+    got = ids.count(audio_token_id(tok, audio_token))
+    if got != n_audio:  # a template or tokenizer that merges/splits the placeholder would misalign audio
+        raise ValueError(f"prompt holds {got} {audio_token} tokens, expected {n_audio}")
+    return ids
+
+
+def target_ids(tok: PreTrainedTokenizerBase, transcript: str) -> list[int]:
+    """The assistant turn's tokens: the transcript, then the end-of-turn token."""
+    return list(tok(transcript, add_special_tokens=False)["input_ids"]) + [end_of_turn_id(tok)]

@@ -1,0 +1,227 @@
+"""The tiny offline twin: small models with the real architectures, saved as plain HF dirs.
+
+`ensure("qwen3_5")` builds (once, deterministically) and returns a local directory that loads
+through exactly the same `from_pretrained` code as a hub id:
+
+- `granite_speech5`: a small `GraniteSpeech5ForCTC` (the hub checkpoints' class), whose encoder
+  the model loads with `GraniteSpeech5Encoder.from_pretrained`, plus `preprocessor_config.json`;
+- `qwen3_5`: a small `Qwen3_5ForCausalLM` with the hybrid linear/full attention layer pattern;
+- `qwen3`: a small `Qwen3ForCausalLM`;
+both decoders ship the same locally trained byte-level BPE tokenizer with a Qwen3-style ChatML
+chat template (including its think-block behaviour) and the `<audio>` token.
+
+Model ids `tiny/<name>` resolve through `resolve()`; directories live under `$SPEECHLM_CACHE`
+(default `~/.cache/speechlm`) in `tiny/<name>-v<VERSION>`.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+VERSION = 1
+NAMES = ("granite_speech5", "qwen3_5", "qwen3")
+PREFIX = "tiny/"
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<audio>"]
+ADDED_TOKENS = ["<think>", "</think>"]
+
+# Qwen3's template, trimmed to what matters here: ChatML turns; the LAST assistant turn of a
+# rendered conversation gets an (empty) think block, and with enable_thinking=False the
+# generation prompt gets one too. That asymmetry is pitfall 10, kept on purpose so the tests see it.
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- if message.role == 'assistant' %}"
+    "{%- set content = message.content %}"
+    "{%- if '</think>' in content %}{%- set content = content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
+    "{%- if loop.last %}"
+    "{{- '<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n' + content + '<|im_end|>\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>assistant\\n' + content + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- else %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}"
+    "{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}"
+    "{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- endif %}"
+    "{%- endif %}"
+)
+
+_TEXT = """\
+the quick brown fox jumps over the lazy dog. a stitch in time saves nine.
+transcribe the audio. hello world, how are you today? i am fine, thank you.
+one two three four five six seven eight nine ten eleven twelve hundred thousand.
+red green blue yellow black white orange purple brown grey pink.
+monday tuesday wednesday thursday friday saturday sunday morning evening night.
+the cat sat on the mat and the dog ran in the park with a ball.
+she said that he would come back later to see what they were doing there.
+we need more time, money, water, food and people to build this new house.
+speech recognition turns sound into text; the model listens and writes words.
+John, Mary, London, Paris, Berlin, Tokyo, America, English, Monday.
+"""
+
+
+def _corpus() -> list[str]:
+    lines = _TEXT.splitlines()
+    lines += [" ".join("abcdefghijklmnopqrstuvwxyz"), " ".join("ABCDEFGHIJKLMNOPQRSTUVWXYZ"), "0 1 2 3 4 5 6 7 8 9"]
+    return lines * 4
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SPEECHLM_CACHE") or Path.home() / ".cache" / "speechlm").expanduser()
+
+
+def resolve(model_id: str) -> str:
+    """`tiny/<name>` -> its local directory (built on first use); anything else unchanged."""
+    if isinstance(model_id, str) and model_id.startswith(PREFIX):
+        return str(ensure(model_id[len(PREFIX):]))
+    return model_id
+
+
+def ensure(name: str) -> Path:
+    """The directory of tiny model `name`, built once (under a lock, so ranks can call it together)."""
+    if name not in NAMES:
+        raise ValueError(f"unknown tiny model '{name}'; known: {', '.join(NAMES)}")
+    root = cache_root() / "tiny"
+    target = root / f"{name}-v{VERSION}"
+    if (target / "config.json").is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "config.json").is_file():
+            tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}-"))
+            try:
+                _BUILDERS[name](tmp)
+                os.replace(tmp, target)  # atomic: a half-built dir is never visible
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def build_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=512,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tk.train_from_iterator(_corpus(), trainer=trainer)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        extra_special_tokens=["<|im_start|>", "<|im_end|>", "<audio>"],
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=4096,
+    )
+    tok.add_tokens(ADDED_TOKENS)
+    return tok
+
+
+def _vocab_size(tok) -> int:
+    # like the real Qwen checkpoints: the embedding table has spare rows past the tokenizer
+    return ((len(tok) + 63) // 64) * 64
+
+
+def _build_qwen3_5(out: Path) -> None:
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    cfg = Qwen3_5TextConfig(
+        vocab_size=_vocab_size(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,  # default layer_types: 3 linear_attention then 1 full_attention
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        linear_num_key_heads=2,
+        linear_key_head_dim=16,
+        linear_num_value_heads=4,
+        linear_value_head_dim=16,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
+    )
+    Qwen3_5ForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+def _build_qwen3(out: Path) -> None:
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    cfg = Qwen3Config(
+        vocab_size=_vocab_size(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
+    )
+    Qwen3ForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+def _build_granite_speech5(out: Path) -> None:
+    import json
+
+    from transformers import GraniteSpeech5CTCConfig, GraniteSpeech5EncoderConfig, GraniteSpeech5ForCTC
+
+    from speechlm.features import FeatureExtractor
+
+    torch.manual_seed(0)
+    enc = GraniteSpeech5EncoderConfig(
+        vocab_size=32,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_mel_bins=80,
+        max_position_embeddings=64,
+        context_size=32,
+        conv_kernel_size=5,
+        subsample_layers=[0, 1],
+    )
+    model = GraniteSpeech5ForCTC(GraniteSpeech5CTCConfig(vocab_size=32, encoder_config=enc))
+    # a "pretrained" encoder has non-trivial BatchNorm statistics; make them so, so that a
+    # BatchNorm wrongly left in train mode (pitfall 12) changes outputs and moves the stats
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm1d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    model.save_pretrained(out)
+    fe = {"feature_extractor_type": "GraniteSpeech5FeatureExtractor", **FeatureExtractor().to_dict()}
+    (out / "preprocessor_config.json").write_text(json.dumps(fe, indent=2) + "\n")
+
+
+_BUILDERS = {"granite_speech5": _build_granite_speech5, "qwen3_5": _build_qwen3_5, "qwen3": _build_qwen3}

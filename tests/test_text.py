@@ -1,0 +1,62 @@
+"""The conversation: training and inference see the same prompt tokens (pitfall 10), token by token."""
+import pytest
+
+from speechlm import text, tiny
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return text.load_tokenizer(tiny.resolve("tiny/qwen3_5"))
+
+
+def test_prompt_tokens_exact(tok):
+    ids = text.prompt_ids(tok, 3, "Transcribe the audio.")
+    a = tok.convert_tokens_to_ids("<audio>")
+    start, end = tok.convert_tokens_to_ids("<|im_start|>"), text.end_of_turn_id(tok)
+    assert ids[0] == start and ids.count(a) == 3
+    # user turn: <|im_start|>user\n <audio>x3 \n prompt <|im_end|>\n  then the generation prompt
+    first_audio = ids.index(a)
+    assert ids[first_audio: first_audio + 3] == [a, a, a]
+    assert tok.decode(ids[:first_audio]) == "<|im_start|>user\n"
+    assert tok.decode(ids[first_audio + 3: ids.index(end)]) == "\nTranscribe the audio."
+    assert tok.decode(ids[ids.index(end):]) == "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+def test_training_equals_inference_prefix_and_template(tok):
+    prompt = text.prompt_ids(tok, 5, "Transcribe the audio.")
+    target = text.target_ids(tok, "hello world")
+    assert target[-1] == text.end_of_turn_id(tok) and tok.decode(target[:-1]) == "hello world"
+    train = prompt + target
+    labels = [-100] * len(prompt) + target
+    # inference input is exactly the unlabeled part of the training sequence
+    assert train[: len(prompt)] == prompt
+    assert [t for t, l in zip(train, labels) if l == -100] == prompt
+    # and the whole training sequence is what the template renders for the full conversation
+    # (the template's own think block for a final assistant turn is the same one the prompt has)
+    conv = [{"role": "user", "content": "<audio>" * 5 + "\nTranscribe the audio."},
+            {"role": "assistant", "content": "hello world"}]
+    rendered = tok.apply_chat_template(conv, tokenize=False)
+    assert tok.decode(train) + "\n" == rendered
+
+
+def test_naive_template_use_would_differ(tok):
+    """Why prompt_ids pins enable_thinking: the template's default generation prompt has no think
+    block while a rendered assistant turn does: the label corruption of pitfall 10."""
+    user = [{"role": "user", "content": "<audio>\nTranscribe the audio."}]
+    default = tok.apply_chat_template(user, add_generation_prompt=True, tokenize=False)
+    assert "<think>" not in default
+    assert tok.decode(text.prompt_ids(tok, 1, "Transcribe the audio.")).endswith("<think>\n\n</think>\n\n")
+
+
+def test_audio_token_added_when_missing():
+    tok = text.load_tokenizer(tiny.resolve("tiny/qwen3"), audio_token="<speech>")
+    sid = tok.convert_tokens_to_ids("<speech>")
+    assert sid not in (None, tok.unk_token_id) and sid >= 512
+    ids = text.prompt_ids(tok, 4, "Say it.", audio_token="<speech>")
+    assert ids.count(sid) == 4  # one token per placeholder, never merged or split
+    assert tok.decode(text.prompt_ids(tok, 1, "x", "<speech>"), skip_special_tokens=True).count("<speech>") == 0
+
+
+def test_unknown_audio_token_is_a_clear_error(tok):
+    with pytest.raises(ValueError, match="not in the tokenizer"):
+        text.prompt_ids(tok, 2, "x", audio_token="<nope>")
