@@ -1,0 +1,246 @@
+"""Checkpoints that a crash cannot corrupt, and resume.
+
+A save builds `checkpoints/.tmp-step-N/` (DeepSpeed state in `ds/`, the exported model in `model/`,
+`trainer_state.json`), fsyncs it, renames it to `step-N/`, and only then moves the `latest` pointer
+(written to a temp file, fsynced, renamed). A crash or an OSError (disk full) at any point leaves
+`latest` on the previous complete checkpoint; a failed save is reported and training goes on.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import pickle
+import random
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger("speechlm.train")
+
+DS_TAG = "state"
+STEP_RE = re.compile(r"^step-(\d+)$")
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def rng_state() -> dict:
+    """This process's RNG states (python, numpy, torch, cuda) as JSON-able text."""
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
+    return {"pickle_b64": base64.b64encode(pickle.dumps(state)).decode()}
+
+
+def set_rng_state(saved: dict) -> None:
+    state = pickle.loads(base64.b64decode(saved["pickle_b64"]))
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _fsync_tree(root: Path) -> None:
+    for d, _, files in os.walk(root):
+        for f in files:
+            fd = os.open(os.path.join(d, f), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(d))
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _all_ok(ok: bool) -> bool:
+    """True only if every rank succeeded (so all ranks take the same branch afterwards)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return ok
+    t = torch.tensor([0 if ok else 1], dtype=torch.long)
+    dist.all_reduce(t)
+    return int(t.item()) == 0
+
+
+def _barrier() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def gathered_params(engine, module: torch.nn.Module):
+    """Full parameters on every rank while exporting: ZeRO-3 keeps only shards outside a gather,
+    and saving them naively writes empty adapters (peft #2892, DeepSpeed #7900)."""
+    if engine is not None and engine.zero_optimization_partition_weights():
+        import deepspeed
+
+        return deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None)
+    return contextlib.nullcontext()
+
+
+# --------------------------------------------------------------------------- manager
+
+
+class CheckpointManager:
+    def __init__(self, run_dir: str | Path, save_total_limit: int | None = None):
+        self.dir = Path(run_dir) / "checkpoints"
+        self.limit = save_total_limit
+        self.rank, self.world = _world()
+
+    # ------------------------------------------------------------------ where things are
+    def latest(self) -> Path | None:
+        pointer = self.dir / "latest"
+        if not pointer.is_file():
+            return None
+        target = self.dir / pointer.read_text().strip()
+        return target if (target / "trainer_state.json").is_file() else None
+
+    def resolve(self, spec: str | None) -> Path | None:
+        """`auto` -> the latest complete checkpoint of this run (None: start fresh); else a path to
+        a `step-N` dir or to a run/checkpoints dir holding a `latest` pointer."""
+        if not spec:
+            return None
+        if spec == "auto":
+            return self.latest()
+        p = Path(spec)
+        if (p / "trainer_state.json").is_file():
+            return p
+        for cand in (p / "latest", p / "checkpoints" / "latest"):
+            if cand.is_file():
+                step = cand.parent / cand.read_text().strip()
+                if (step / "trainer_state.json").is_file():
+                    return step
+        from speechlm.config import ConfigError
+
+        raise ConfigError(f"training.resume_from_checkpoint: no complete checkpoint at {spec}")
+
+    def steps(self) -> list[tuple[int, Path]]:
+        if not self.dir.is_dir():
+            return []
+        out = [(int(m.group(1)), p) for p in self.dir.iterdir() if (m := STEP_RE.match(p.name)) and p.is_dir()]
+        return sorted(out)
+
+    # ------------------------------------------------------------------ save
+    def save(self, step: int, engine, model, trainer_state: dict, local_state: dict) -> Path | None:
+        """Collective: every rank calls it. Returns the new checkpoint dir, or None if the save failed
+        (the previous checkpoint stays valid and `latest` still points to it)."""
+        final = self.dir / f"step-{step}"
+        tmp = self.dir / f".tmp-step-{step}"
+        ok = True
+        err = ""
+        if self.rank == 0:
+            try:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                shutil.rmtree(tmp, ignore_errors=True)
+                tmp.mkdir()
+            except OSError as e:
+                ok, err = False, repr(e)
+        if _all_ok(ok):
+            try:
+                engine.save_checkpoint(str(tmp / "ds"), tag=DS_TAG, client_state={"step": step},
+                                       save_latest=False, exclude_frozen_parameters=True)
+            except Exception as e:  # torch.save reports a full disk as RuntimeError, not OSError
+                ok, err = False, repr(e)
+        if _all_ok(ok):
+            with gathered_params(engine, model):
+                if self.rank == 0:
+                    try:
+                        model.save_pretrained(str(tmp / "model"))
+                    except Exception as e:  # safetensors' writer errors are not OSErrors either
+                        ok, err = False, repr(e)
+        if _all_ok(ok):
+            ranks = [None] * self.world
+            if self.world > 1:
+                dist.all_gather_object(ranks, local_state)
+            else:
+                ranks = [local_state]
+            if self.rank == 0:
+                try:
+                    state = {**trainer_state, "step": step, "world_size": self.world, "ranks": ranks}
+                    (tmp / "trainer_state.json").write_text(json.dumps(state, default=str))
+                    _fsync_tree(tmp)
+                    self._publish(tmp, final)
+                except OSError as e:
+                    ok, err = False, repr(e)
+        ok = _all_ok(ok)
+        if not ok:
+            if self.rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+                prev = self.latest()
+                log.error("checkpoint step-%d FAILED (%s); the previous checkpoint %s stays valid",
+                          step, err or "on another rank", prev if prev else "(none yet)")
+            return None
+        if self.rank == 0:
+            self._prune()
+        _barrier()
+        return final
+
+    def _publish(self, tmp: Path, final: Path) -> None:
+        # A re-save of an existing step (after a resume) is moved aside first: os.rename will not
+        # replace a non-empty dir, and `latest` must never point at a half-removed one.
+        old = None
+        if final.exists():
+            old = final.with_name(f".old-{final.name}")
+            shutil.rmtree(old, ignore_errors=True)
+            os.rename(final, old)
+        os.rename(tmp, final)
+        _fsync_dir(self.dir)
+        atomic_write_text(self.dir / "latest", final.name)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def _prune(self) -> None:
+        if not self.limit or self.limit <= 0:
+            return
+        keep = self.latest()
+        steps = self.steps()
+        for _, p in steps[: max(0, len(steps) - self.limit)]:
+            if keep is None or p.resolve() != keep.resolve():
+                shutil.rmtree(p, ignore_errors=True)
+
+    # ------------------------------------------------------------------ load
+    def load(self, path: Path, engine) -> tuple[dict, dict]:
+        """Restore the engine (module, optimizer, scheduler); returns (trainer_state, this rank's state)."""
+        state = json.loads((path / "trainer_state.json").read_text())
+        if state["world_size"] != self.world:
+            from speechlm.config import ConfigError
+
+            raise ConfigError(f"training.resume_from_checkpoint: {path} was written by {state['world_size']} "
+                              f"processes; resuming with {self.world} would change the data order")
+        load_path, _ = engine.load_checkpoint(str(path / "ds"), tag=DS_TAG, load_module_strict=False,
+                                              load_optimizer_states=True, load_lr_scheduler_states=True)
+        if load_path is None:
+            raise RuntimeError(f"DeepSpeed found no checkpoint in {path / 'ds'}")
+        return state, state["ranks"][self.rank]

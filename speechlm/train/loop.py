@@ -1,0 +1,280 @@
+"""The training loop: the same code under `deepspeed`, `torchrun` and plain `python` (world size 1).
+
+Exit status: 0 done; 2 config error; 3 stopped after `max_nonfinite_in_a_row` non-finite steps;
+128+signal (143 SIGTERM, 138 SIGUSR1) after a pre-emption checkpoint, so a Slurm script can requeue.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import signal
+import time
+from datetime import datetime
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from speechlm import config as config_mod
+from speechlm.config import Config, ConfigError
+from speechlm.train import checkpoint as ckpt_mod
+from speechlm.train import engine as engine_mod
+from speechlm.train import optim
+from speechlm.train.data import ensure_shards, make_loaders
+from speechlm.train.metrics import Metrics, peak_memory_gb, setup_logging
+
+log = logging.getLogger("speechlm.train")
+
+EXIT_NONFINITE = 3
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="launch/train.py", description=__doc__.splitlines()[0])
+    p.add_argument("--config", default="production", help="recipe file or shipped name (production, tiny)")
+    p.add_argument("--experiment", default=None, help="overlay recipes/experiments/NAME.yaml")
+    p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # deepspeed adds it
+    p.add_argument("overrides", nargs="*", help="key.sub=value")
+    return p.parse_args(argv)
+
+
+@config_mod.cli_errors
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    cfg = config_mod.load(Config, args.config, args.experiment, args.overrides)
+    return Trainer(cfg).run()
+
+
+class _StopFlag:
+    """SIGTERM/SIGUSR1 only set a flag; the loop checks it (all ranks agree) at a step boundary."""
+
+    def __init__(self):
+        self.signum = 0
+        for s in STOP_SIGNALS:
+            signal.signal(s, self._handle)
+
+    def _handle(self, signum, frame):
+        self.signum = signum
+
+
+def _to_device(batch: dict, device) -> dict:
+    return {k: (v.to(device, non_blocking=True) if torch.is_tensor(v) else v) for k, v in batch.items()}
+
+
+class Trainer:
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.t = cfg.training
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        cfg, t = self.cfg, self.t
+        engine_mod.default_launcher_env()
+        ensure_shards(cfg)  # before any collective: building data must not time out NCCL (pitfall 7)
+        self.rank, self.world, self.device = engine_mod.init_distributed()
+        setup_logging(self.rank)
+        from transformers import set_seed
+
+        set_seed(t.seed)
+        self.run_dir = self._run_dir()
+        from speechlm.model import build_model
+
+        self.model = build_model(cfg)
+        self.train_loader, self.eval_loader = make_loaders(cfg, self.model, self.rank, self.world)
+        ga = t.gradient_accumulation_steps
+        self.steps_per_epoch = self.train_loader.steps_per_epoch // ga
+        if self.steps_per_epoch <= 0:
+            raise ConfigError(f"data.train: {self.train_loader.steps_per_epoch} batches per rank per epoch is fewer "
+                              f"than training.gradient_accumulation_steps={ga}")
+        self.total_steps = optim.total_steps(t, self.steps_per_epoch)
+        self.optimizer = optim.build_optimizer(self.model, t)
+        self.scheduler = optim.build_scheduler(self.optimizer, t, self.total_steps)
+        ds_cfg = engine_mod.build_ds_config(cfg, self.world)
+        self.engine = engine_mod.build_engine(self.model, self.optimizer, self.scheduler, ds_cfg)
+        self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit)
+        self.step, self.epoch = 0, 0
+        resume = self.ckpt.resolve(t.resume_from_checkpoint)
+        if resume is not None:
+            state, mine = self.ckpt.load(resume, self.engine)
+            self.step = state["step"]
+            self.train_loader.load_state_dict(mine["reader"])
+            self.epoch = self.train_loader.epoch
+            ckpt_mod.set_rng_state(mine["rng"])
+            log.info("resumed from %s at step %d (epoch %d)", resume, self.step, self.epoch)
+        self.hub = None
+        if t.push_to_hub and self.rank == 0:
+            if not t.hub_model_id:
+                raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
+            from speechlm.train.hub import HubUploader
+
+            self.hub = HubUploader(t.hub_model_id, private=t.hub_private_repo)
+        if self.rank == 0:
+            config_mod.dump(cfg, self.run_dir / "config.yaml")
+        self.metrics = Metrics(cfg, self.run_dir, self.rank, self.total_steps, self.step)
+        self.ledger = open(self.run_dir / f"clips.rank{self.rank}.jsonl", "a")
+        effective = t.per_device_train_batch_size * t.gradient_accumulation_steps * self.world
+        self.metrics.line(f"run {self.run_dir}: world {self.world} x micro batch {t.per_device_train_batch_size} x "
+                          f"accumulation {t.gradient_accumulation_steps} = effective batch {effective}; "
+                          f"{self.total_steps} steps ({self.steps_per_epoch}/epoch); ZeRO-{cfg.deepspeed.zero_stage}")
+        self.metrics.log(self.step, {"effective_batch_size": effective, "world_size": self.world,
+                                     "total_steps": self.total_steps})
+
+    def _run_dir(self) -> Path:
+        name = self.t.run_name
+        if not name:  # one dated name for all ranks
+            box = [datetime.now().strftime("run-%Y%m%d-%H%M%S")]
+            if self.world > 1:
+                dist.broadcast_object_list(box, src=0)
+            name = box[0]
+        d = Path(self.t.output_dir) / name
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> int:
+        self.setup()
+        stop = _StopFlag()
+        t = self.t
+        code = 0
+        nonfinite_in_a_row = 0
+        last_saved = self.step if self.t.resume_from_checkpoint else -1
+        batches = iter(self.train_loader)
+        self.engine.train()
+        while self.step < self.total_steps:
+            t0 = time.perf_counter()
+            # stats summed over ranks: loss, micro batches, non-finite micro batches, tokens, clips,
+            # audio seconds, and the largest pending stop signal (max via a second all-reduce)
+            stats = torch.zeros(6, dtype=torch.float64)
+            ids = []
+            for micro in range(t.gradient_accumulation_steps):
+                batch, batches = self._next_batch(batches)
+                real = [i for i, w in zip(batch["ids"], batch["weight"].tolist()) if w > 0]
+                ids.extend(real)
+                self.ledger.write(json.dumps({"step": self.step, "micro": micro, "ids": real}) + "\n")
+                out = self.engine(**_to_device(batch, self.device))
+                loss = out.loss
+                self.engine.backward(loss)
+                self.engine.step()
+                lv = float(loss.detach().float())
+                finite = math.isfinite(lv)
+                stats += torch.tensor([lv if finite else 0.0, 1, 0 if finite else 1, float(out.num_tokens),
+                                       len(real), float(batch["audio_seconds"][batch["weight"] > 0].sum())],
+                                      dtype=torch.float64)
+            self.ledger.flush()
+            sig = torch.tensor([stop.signum], dtype=torch.long)
+            if self.world > 1:
+                dist.all_reduce(stats)
+                dist.all_reduce(sig, op=dist.ReduceOp.MAX)
+            applied = self.engine.was_step_applied()
+            self.step += 1
+            dt = time.perf_counter() - t0
+            if stats[2] > 0 or not applied:
+                nonfinite_in_a_row += 1
+                self._report_nonfinite(ids, nonfinite_in_a_row)
+                if nonfinite_in_a_row >= t.max_nonfinite_in_a_row:
+                    self.metrics.line(f"stopping: {nonfinite_in_a_row} non-finite steps in a row "
+                                      f"(training.max_nonfinite_in_a_row={t.max_nonfinite_in_a_row})")
+                    code = EXIT_NONFINITE
+                    break
+            else:
+                nonfinite_in_a_row = 0
+            self._log_step(stats, dt, applied)
+            if t.eval_steps > 0 and self.step % t.eval_steps == 0 and self.step < self.total_steps:
+                self.evaluate()
+            if int(sig.item()):
+                self.metrics.line(f"signal {signal.Signals(int(sig.item())).name}: saving at step {self.step}, then exiting")
+                ok = self.save()
+                code = 128 + int(sig.item()) if ok else 1
+                break
+            if t.save_steps > 0 and self.step % t.save_steps == 0 and self.step < self.total_steps:
+                self.save()
+                last_saved = self.step
+        if code == 0:
+            self.evaluate()
+            if last_saved != self.step:
+                self.save()
+        self.finish()
+        return code
+
+    def _next_batch(self, batches):
+        try:
+            return next(batches), batches
+        except StopIteration:  # the loader has moved itself to the next epoch
+            self.epoch = self.train_loader.epoch
+            batches = iter(self.train_loader)
+            return next(batches), batches
+
+    # ------------------------------------------------------------------ pieces
+    def _log_step(self, stats: torch.Tensor, dt: float, applied: bool) -> None:
+        t = self.t
+        n_micro = max(1.0, float(stats[1] - stats[2]))
+        loss = float(stats[0]) / n_micro
+        grad_norm = self.engine.get_global_grad_norm() if applied else float("nan")
+        grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
+        lrs = {f"train/learning_rate/{g.get('name', i)}": g["lr"] for i, g in enumerate(self.optimizer.param_groups)}
+        lr = self.optimizer.param_groups[0]["lr"]
+        if applied and math.isfinite(grad_norm) and grad_norm > t.grad_norm_spike:
+            log.warning("step %d: grad norm %.1f above training.grad_norm_spike=%.1f", self.step, grad_norm,
+                        t.grad_norm_spike)
+        self.metrics.progress(self.step, loss, lr)
+        if self.step % max(1, t.logging_steps) and self.step != self.total_steps and self.step != 1:
+            return
+        self.metrics.log(self.step, {
+            "train/loss": loss, "train/grad_norm": grad_norm, "train/learning_rate": lr, **lrs,
+            "train/epoch": self.epoch, "train/step_applied": applied,
+            "perf/step_time_s": dt, "perf/samples_per_s": float(stats[4]) / dt,
+            "perf/audio_seconds_per_s": float(stats[5]) / dt, "perf/tokens_per_s": float(stats[3]) / dt,
+            "perf/peak_memory_gb": peak_memory_gb(self.device),
+        })
+
+    def _report_nonfinite(self, ids: list[str], count: int) -> None:
+        every = [None] * self.world
+        if self.world > 1:
+            dist.all_gather_object(every, ids)
+        else:
+            every = [ids]
+        clips = [i for r in every for i in r]
+        log.warning("step %d: non-finite loss or gradient; update skipped (%d in a row); clips: %s",
+                    self.step, count, ", ".join(clips))
+        self.metrics.log(self.step, {"train/nonfinite_step": 1, "train/nonfinite_clips": clips})
+
+    @torch.no_grad()
+    def evaluate(self) -> float | None:
+        if self.eval_loader is None:
+            return None
+        self.engine.eval()
+        tot = torch.zeros(2, dtype=torch.float64)  # loss x tokens, tokens
+        for batch in self.eval_loader:
+            out = self.engine(**_to_device(batch, self.device))
+            n = float(out.num_tokens)
+            if n > 0:
+                tot += torch.tensor([float(out.loss) * n, n], dtype=torch.float64)
+        if self.world > 1:
+            dist.all_reduce(tot)
+        self.engine.train()
+        loss = float(tot[0] / tot[1]) if tot[1] > 0 else float("nan")
+        self.metrics.log(self.step, {"eval/loss": loss})
+        self.metrics.line(f"eval step {self.step}: loss {loss:.4f} over {int(tot[1])} tokens")
+        return loss
+
+    def save(self) -> bool:
+        trainer_state = {"epoch": self.epoch, "total_steps": self.total_steps,
+                         "scheduler": self.scheduler.state_dict(), "config": config_mod.to_dict(self.cfg)}
+        local = {"reader": self.train_loader.state_dict(), "rng": ckpt_mod.rng_state()}
+        path = self.ckpt.save(self.step, self.engine, self.model, trainer_state, local)
+        if path is None:
+            return False
+        self.metrics.line(f"checkpoint step {self.step}: {path}")
+        if self.hub is not None:
+            self.hub.submit(path / "model", f"step {self.step}")
+        return True
+
+    def finish(self) -> None:
+        self.ledger.close()
+        if self.hub is not None:
+            self.hub.close()
+        self.metrics.close()
+        if dist.is_initialized():
+            dist.barrier()
