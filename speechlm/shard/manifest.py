@@ -1,0 +1,87 @@
+"""manifest.json: what the reader plans from (per-shard ids and durations) and what the build did."""
+from __future__ import annotations
+
+import dataclasses
+
+from speechlm.shard import normalize
+from speechlm.shard.schema import SPLITS, ShardRecipe
+
+FORMAT = "speechlm-shards/1"
+HIST_EDGES = [float(x) for x in range(0, 21)] + [float("inf")]
+
+
+def _hours(seconds: float) -> float:
+    return round(seconds / 3600, 6)
+
+
+def _histogram(durations: list[float]) -> list[int]:
+    counts = [0] * (len(HIST_EDGES) - 1)
+    for d in durations:
+        i = min(int(d), len(counts) - 1)
+        counts[i] += 1
+    return counts
+
+
+def build_manifest(
+    recipe: ShardRecipe,
+    fingerprint: str,
+    shards: list[dict],
+    inputs: dict,
+    drops: dict,
+    truecaser: dict | None,
+    truecased: list[str],
+) -> dict:
+    """`shards`: {file, source, split, ids, durations} in write order; `inputs`: source -> split -> rows;
+    `drops`: source -> split -> reason -> count."""
+    weights = {s.name: s.weight for s in recipe.sources}
+    splits: dict = {}
+    for sh in shards:
+        sp = splits.setdefault(sh["split"], {"shards": [], "clips": 0, "seconds": 0.0, "sources": {}})
+        seconds = round(sum(sh["durations"]), 6)
+        sp["shards"].append({
+            "file": sh["file"], "source": sh["source"], "weight": weights[sh["source"]],
+            "clips": len(sh["ids"]), "seconds": seconds, "ids": sh["ids"], "durations": sh["durations"],
+        })
+        sp["clips"] += len(sh["ids"])
+        sp["seconds"] += seconds
+        per = sp["sources"].setdefault(sh["source"], {"clips": 0, "seconds": 0.0})
+        per["clips"] += len(sh["ids"])
+        per["seconds"] += seconds
+    for sp in splits.values():
+        sp["seconds"] = round(sp["seconds"], 6)
+        sp["hours"] = _hours(sp["seconds"])
+        for per in sp["sources"].values():
+            per["seconds"] = round(per["seconds"], 6)
+            per["hours"] = _hours(per["seconds"])
+    splits = {k: splits[k] for k in SPLITS if k in splits}
+
+    by_reason: dict[str, int] = {}
+    for per_split in drops.values():
+        for reasons in per_split.values():
+            for r, n in reasons.items():
+                by_reason[r] = by_reason.get(r, 0) + n
+    sources = {}
+    for s in recipe.sources:
+        kept = {sp: v["sources"].get(s.name, {}).get("clips", 0) for sp, v in splits.items()}
+        sources[s.name] = {
+            "kind": s.kind, "weight": s.weight, "truecased": s.name in truecased,
+            "input": inputs.get(s.name, {}),
+            "kept": {sp: n for sp, n in kept.items() if sp in inputs.get(s.name, {})},
+            "dropped": {sp: sum(r.values()) for sp, r in drops.get(s.name, {}).items()},
+        }
+    all_durs = {sp: [d for sh in v["shards"] for d in sh["durations"]] for sp, v in splits.items()}
+    return {
+        "format": FORMAT,
+        "name": recipe.name,
+        "fingerprint": fingerprint,
+        "splits": splits,
+        "sources": sources,
+        "drops": {"total": sum(by_reason.values()), "by_reason": dict(sorted(by_reason.items())), "by_source": drops},
+        "duration_histogram": {
+            "bin_edges": [e if e != float("inf") else None for e in HIST_EDGES],  # None: no upper bound
+            "counts": {sp: _histogram(d) for sp, d in all_durs.items()},
+        },
+        "normalization": {**dataclasses.asdict(recipe.normalize), "rule": normalize.__doc__.strip()},
+        "truecaser": truecaser,
+        "recipe": dataclasses.asdict(recipe),
+    }

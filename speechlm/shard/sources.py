@@ -1,0 +1,155 @@
+"""Sources: list a split's rows (in the main process) and fetch one row's audio (in a worker).
+
+A row is (orig_id, raw text, audio ref). The ref is what a worker needs to get the audio:
+a file path (manifest, librispeech), a (dataset split, row index) pair (hf), or a synthesis spec
+(synthetic). Listing reads text only, so it stays cheap on large datasets.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from speechlm import audio
+from speechlm.config import ConfigError
+from speechlm.shard import synthetic
+from speechlm.shard.schema import SPLITS, Source
+
+
+def source_splits(src: Source) -> list[str]:
+    if src.kind == "synthetic":
+        return [s for s in SPLITS if getattr(src.synthetic, s) > 0]
+    return [s for s in SPLITS if s in src.splits]
+
+
+def list_rows(src: Source, split: str, key: str) -> list[tuple[str, str, object]]:
+    if src.kind == "synthetic":
+        return synthetic.rows(src.synthetic, split)
+    out = []
+    for item in src.splits[split]:
+        out += {"hf": _hf_rows, "manifest": _manifest_rows, "librispeech": _librispeech_rows}[src.kind](
+            src, item, f"{key}.splits.{split}"
+        )
+    return out
+
+
+def fetch(src: Source, ref) -> np.ndarray:
+    """16 kHz mono float32 audio for a row; AudioError when it cannot be had."""
+    if src.kind == "synthetic":
+        return synthetic.synthesize(ref)
+    if src.kind == "hf":
+        ds_split, idx = ref
+        value = _open_hf_audio(src, ds_split)[idx][src.audio_column]
+        if isinstance(value, dict):
+            if value.get("bytes"):
+                return audio.load(value["bytes"])
+            if value.get("path"):
+                return audio.load(value["path"])
+            raise audio.AudioError("audio cell has neither bytes nor path")
+        if isinstance(value, (bytes, str)):
+            return audio.load(value)
+        raise audio.AudioError(f"audio cell of unsupported type {type(value).__name__}")
+    return audio.load(ref)
+
+
+# --------------------------------------------------------------------------- manifest files
+
+
+def _resolve(src: Source, name: str) -> Path:
+    p = Path(name).expanduser()
+    return p if p.is_absolute() or not src.path else Path(src.path).expanduser() / p
+
+
+def _manifest_rows(src: Source, name: str, key: str):
+    """JSONL (one object per line) or TSV (with a header row): audio path, text, optional id."""
+    path = _resolve(src, name)
+    if not path.is_file():
+        raise ConfigError(f"{key}: manifest file not found: {path}")
+    if path.suffix in (".tsv", ".txt"):
+        with open(path, newline="", encoding="utf-8") as f:
+            records = [(i + 2, r) for i, r in enumerate(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))]
+    else:
+        records = []
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            if line.strip():
+                try:
+                    records.append((i + 1, json.loads(line)))
+                except json.JSONDecodeError as e:
+                    raise ConfigError(f"{path}:{i + 1}: not valid JSON ({e.msg})") from None
+    rows = []
+    for line, r in records:
+        if not isinstance(r, dict) or not r.get(src.audio_column):
+            raise ConfigError(f"{path}:{line}: no '{src.audio_column}' field ({key[: key.index('.splits')]}.audio_column)")
+        apath = Path(r[src.audio_column]).expanduser()
+        apath = apath if apath.is_absolute() else path.parent / apath
+        oid = r.get(src.id_column) if src.id_column else None
+        rows.append((str(oid) if oid not in (None, "") else apath.stem, r.get(src.text_column) or "", str(apath)))
+    return rows
+
+
+# --------------------------------------------------------------------------- librispeech
+
+
+def _librispeech_rows(src: Source, sub: str, key: str):
+    """`*.trans.txt` files ("ID TEXT" per line) beside `ID.flac` files, anywhere under the folder."""
+    root = Path(src.path).expanduser() / sub
+    trans = sorted(root.rglob("*.trans.txt"))
+    if not trans:
+        raise ConfigError(f"{key}: no *.trans.txt files under {root}")
+    rows = []
+    for t in trans:
+        for line in t.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                oid, _, text = line.strip().partition(" ")
+                rows.append((oid, text, str(t.parent / f"{oid}.flac")))
+    return rows
+
+
+# --------------------------------------------------------------------------- hf datasets
+
+_OPEN: dict = {}  # per process: (source, split) -> dataset with only the audio column
+
+
+def _open_hf(src: Source, ds_split: str, key: str = ""):
+    import datasets
+
+    p = Path(src.path).expanduser()
+    try:
+        if p.is_dir() and ((p / "dataset_dict.json").is_file() or (p / "state.json").is_file()):
+            ds = datasets.load_from_disk(str(p))
+            if isinstance(ds, datasets.DatasetDict):
+                if ds_split not in ds:
+                    raise ConfigError(f"{key}: {p} has no split {ds_split!r} (it has {', '.join(ds)})")
+                ds = ds[ds_split]
+        else:
+            ds = datasets.load_dataset(src.path, name=src.subset, split=ds_split, cache_dir=src.cache_dir)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - datasets raises many types for a bad id/split/path
+        raise ConfigError(f"{key}: cannot load {src.path!r} split {ds_split!r}: {type(e).__name__}: {e}") from None
+    for col in (src.audio_column, src.text_column, src.id_column):
+        if col and col not in ds.column_names:
+            raise ConfigError(f"{key}: {src.path} has no column {col!r} (columns: {', '.join(ds.column_names)})")
+    # decoding through datasets needs torchcodec (pitfall 13): take the bytes, decode with soundfile
+    if isinstance(ds.features[src.audio_column], datasets.Audio):
+        ds = ds.cast_column(src.audio_column, datasets.Audio(decode=False))
+    return ds
+
+
+def _hf_rows(src: Source, ds_split: str, key: str):
+    ds = _open_hf(src, ds_split, key)
+    texts = ds.select_columns([src.text_column])[src.text_column]
+    if src.id_column:
+        ids = [str(x) for x in ds.select_columns([src.id_column])[src.id_column]]
+    else:
+        ids = [f"{ds_split}-{i:08d}" for i in range(len(texts))]
+    return [(oid, text or "", (ds_split, i)) for i, (oid, text) in enumerate(zip(ids, texts))]
+
+
+def _open_hf_audio(src: Source, ds_split: str):
+    k = (src.name, src.path, src.subset, ds_split)
+    if k not in _OPEN:
+        _OPEN[k] = _open_hf(src, ds_split).select_columns([src.audio_column])
+    return _OPEN[k]
