@@ -1,0 +1,78 @@
+"""The collator: clips + transcripts -> the batch format of docs/design.md ("Batches").
+
+Each example is `prompt_ids(n audio placeholders)` (the exact ids inference uses) followed by
+`target_ids(transcript)` (transcript + <|im_end|>); labels are -100 everywhere but the target.
+It runs inside DataLoader workers, so it must pickle (a tokenizer and a FeatureExtractor do).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from speechlm import text
+from speechlm.audio import SAMPLE_RATE
+from speechlm.features import FeatureExtractor, audio_token_count
+
+IGNORE = -100
+
+
+class Collator:
+    def __init__(self, tokenizer, *, prompt: str, audio_token: str, encoder_conv_layers,
+                 pool_stride: int, feature_extractor: FeatureExtractor | None = None):
+        self.tokenizer = tokenizer
+        self.prompt = prompt
+        self.audio_token = audio_token
+        self.encoder_conv_layers = [list(x) for x in encoder_conv_layers]
+        self.pool_stride = int(pool_stride)
+        self.features = feature_extractor or FeatureExtractor()
+        self.pad_id = tokenizer.pad_token_id
+        text.audio_token_id(tokenizer, audio_token)  # fail here, not in a worker, if it is missing
+        # the prompt depends only on the placeholder count, which takes few distinct values
+        self._prompts: dict[int, list[int]] = {}
+
+    @classmethod
+    def from_config(cls, cfg, tokenizer) -> "Collator":
+        m = cfg.model
+        return cls(tokenizer, prompt=m.prompt, audio_token=m.audio_token,
+                   encoder_conv_layers=m.encoder_conv_layers, pool_stride=m.projector_pool_stride)
+
+    def prompt_ids(self, n_audio: int) -> list[int]:
+        ids = self._prompts.get(n_audio)
+        if ids is None:
+            ids = self._prompts[n_audio] = text.prompt_ids(self.tokenizer, n_audio, self.prompt, self.audio_token)
+        return ids
+
+    def num_audio_tokens(self, num_samples: int) -> int:
+        return audio_token_count(num_samples, self.encoder_conv_layers, self.pool_stride)
+
+    def __call__(self, samples: list[dict]) -> dict:
+        """samples: dicts with "id", "text", "audio" (1-D float32 at 16 kHz), optional "weight"."""
+        if not samples:
+            raise ValueError("Collator got an empty batch")
+        waves = [np.asarray(s["audio"], dtype=np.float32) for s in samples]
+        input_features, feature_mask = self.features(waves)
+        seqs, labels = [], []
+        for s, w in zip(samples, waves):
+            p = self.prompt_ids(self.num_audio_tokens(len(w)))
+            t = text.target_ids(self.tokenizer, s["text"])
+            seqs.append(p + t)
+            labels.append([IGNORE] * len(p) + t)
+        S = max(len(x) for x in seqs)
+        B = len(samples)
+        input_ids = torch.full((B, S), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((B, S), dtype=torch.long)
+        label_t = torch.full((B, S), IGNORE, dtype=torch.long)
+        for i, (x, y) in enumerate(zip(seqs, labels)):
+            input_ids[i, : len(x)] = torch.tensor(x)
+            attention_mask[i, : len(x)] = 1
+            label_t[i, : len(y)] = torch.tensor(y)
+        return {
+            "input_features": input_features,
+            "feature_mask": feature_mask,
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "labels": label_t,
+            "weight": torch.tensor([float(s.get("weight", 1.0)) for s in samples], dtype=torch.float32),
+            "ids": [str(s["id"]) for s in samples],
+            "audio_seconds": torch.tensor([len(w) / SAMPLE_RATE for w in waves], dtype=torch.float32),
+        }

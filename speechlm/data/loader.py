@@ -1,0 +1,178 @@
+"""What the trainer calls: `TrainLoader` (plan-based, resumable) and `EvalLoader`.
+
+    loader = TrainLoader(sets, collator, batch_size=8, rank=r, world_size=n, num_workers=2, seed=44)
+    loader.steps_per_epoch            # from the manifests; the same on every rank
+    for epoch in ...: loader.set_epoch(epoch); for batch in loader: ...
+    state = loader.state_dict()       # {"epoch", "step_in_epoch", "seed", ...}
+    loader.load_state_dict(state)     # the next batch is the one after the last one yielded
+
+Each rank builds the same plan (speechlm.data.plan) and runs its own part with a torch DataLoader
+whose workers collate (features + tokens) in parallel. Batches come out in plan order: a small
+reorder buffer undoes any difference between workers' arrival order and step order.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Iterator
+
+import torch
+
+from speechlm.config import ConfigError, DataSet
+from speechlm.data.plan import Catalog, EpochPlan, load_catalog, plan_epoch, plan_eval
+from speechlm.data.reader import PlanDataset
+
+log = logging.getLogger(__name__)
+
+
+def _batches(dataset: PlanDataset, num_workers: int, prefetch_factor: int, first: int,
+             stats: Counter) -> Iterator[tuple[int, dict]]:
+    if num_workers > 0:
+        dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=num_workers,
+                                         prefetch_factor=prefetch_factor, persistent_workers=False)
+    else:
+        dl = dataset
+    pending: dict[int, dict] = {}
+    want = first
+    for item in dl:
+        step, batch = item
+        batch.pop("_step", None)
+        stats.update(batch.pop("_stats", {}))
+        pending[int(step)] = batch
+        while want in pending:
+            yield want, pending.pop(want)
+            want += 1
+    if pending:  # would mean the plan and the workers disagree: fail loudly, never skip steps
+        raise RuntimeError(f"reader ended with steps {sorted(pending)} out of order (expected {want})")
+
+
+class TrainLoader:
+    def __init__(self, sets: list[DataSet], collator, *, batch_size: int = 0, batch_seconds: float = 0.0,
+                 rank: int = 0, world_size: int = 1, num_workers: int = 2, seed: int = 44,
+                 shuffle_shards_per_block: int = 4, prefetch_factor: int = 2):
+        if not sets:
+            raise ConfigError("data.train: no shard sets given")
+        if batch_size <= 0 and batch_seconds <= 0:
+            raise ConfigError("training.per_device_train_batch_size or data.batch_seconds must be > 0")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside world size {world_size}")
+        self.catalog: Catalog = load_catalog([s.path for s in sets], [s.split for s in sets])
+        self.weights = [float(s.weight) for s in sets]
+        if sum(self.weights) <= 0:
+            raise ConfigError("data.train: every weight is 0, so an epoch has no clips")
+        self.collator = collator
+        self.batch_size, self.batch_seconds = int(batch_size), float(batch_seconds)
+        self.rank, self.world_size = rank, world_size
+        self.num_workers, self.prefetch_factor = num_workers, prefetch_factor
+        self.seed, self.block = int(seed), int(shuffle_shards_per_block)
+        self.epoch, self.step_in_epoch = 0, 0
+        # skipped input (tar_errors, missing_clips, bad_clips, empty_batches) and work done
+        # (shards_read, clips_decoded), summed over this rank's workers
+        self.stats: Counter = Counter()
+        self._plan: EpochPlan | None = None
+
+    @classmethod
+    def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> "TrainLoader":
+        d, t = cfg.data, cfg.training
+        by_seconds = d.batching == "seconds"
+        if by_seconds and d.batch_seconds <= 0:
+            raise ConfigError("data.batch_seconds: must be > 0 with data.batching=seconds")
+        return cls(d.train, collator, batch_size=t.per_device_train_batch_size,
+                   batch_seconds=d.batch_seconds if by_seconds else 0.0, rank=rank, world_size=world_size,
+                   num_workers=d.num_workers, seed=t.seed, shuffle_shards_per_block=d.shuffle_shards_per_block,
+                   prefetch_factor=d.prefetch_factor)
+
+    # ------------------------------------------------------------------ plan
+
+    def plan(self, epoch: int | None = None) -> EpochPlan:
+        epoch = self.epoch if epoch is None else epoch
+        if self._plan is None or self._plan.epoch != epoch:
+            self._plan = plan_epoch(self.catalog, self.weights, seed=self.seed, epoch=epoch,
+                                    world_size=self.world_size, num_workers=self.num_workers,
+                                    shards_per_block=self.block, batch_size=self.batch_size,
+                                    batch_seconds=self.batch_seconds)
+        return self._plan
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Batches every rank runs in the current epoch (known from the manifests alone)."""
+        return self.plan().steps
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch
+
+    def total_steps(self, num_epochs: float) -> int:
+        """Steps in `num_epochs` epochs from epoch 0 (a fraction counts that share of the last one).
+
+        Bucketing makes the count vary a little from epoch to epoch, so each epoch is planned."""
+        whole = int(num_epochs)
+        total = sum(self.plan(e).steps for e in range(whole))
+        if num_epochs > whole:
+            total += int(round((num_epochs - whole) * self.plan(whole).steps))
+        self._plan = None
+        return total
+
+    def set_epoch(self, epoch: int) -> None:
+        # the same epoch keeps the position (a resume loaded it); a new one starts at its first batch
+        if epoch != self.epoch:
+            self.epoch, self.step_in_epoch = int(epoch), 0
+
+    # ------------------------------------------------------------------ state
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "step_in_epoch": self.step_in_epoch, "seed": self.seed,
+                "world_size": self.world_size, "num_workers": self.num_workers}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.step_in_epoch = int(state["epoch"]), int(state["step_in_epoch"])
+        self.seed = int(state.get("seed", self.seed))
+        layout = (state.get("world_size", self.world_size), state.get("num_workers", self.num_workers))
+        if layout != (self.world_size, self.num_workers):
+            # the plan depends on the stream count; the step is kept, the clips of the epoch's rest differ
+            log.warning("resuming with world_size=%d num_workers=%d, saved under %d/%d: the rest of epoch %d "
+                        "follows a different plan (some clips may repeat or be missed)",
+                        self.world_size, self.num_workers, *layout, self.epoch)
+        self._plan = None
+
+    # ------------------------------------------------------------------ iteration
+
+    def __iter__(self) -> Iterator[dict]:
+        plan = self.plan()
+        start = self.step_in_epoch
+        if start < plan.steps:
+            ds = PlanDataset(self.catalog, plan.workers[self.rank], plan.pad_gid, self.collator, start_step=start)
+            for step, batch in _batches(ds, self.num_workers, self.prefetch_factor, start, self.stats):
+                self.step_in_epoch = step + 1
+                yield batch
+        # a finished epoch moves on, so the next `for batch in loader` is the next epoch
+        self.epoch, self.step_in_epoch = self.epoch + 1, 0
+
+
+class EvalLoader:
+    """The held-out split: the first `max_samples_per_set` clips of each set, the same every time,
+    spread equally over ranks (ranks short of batches get weight-0 padding batches)."""
+
+    def __init__(self, sets: list[DataSet], collator, *, batch_size: int, max_samples_per_set: int = 200,
+                 rank: int = 0, world_size: int = 1, num_workers: int = 0, prefetch_factor: int = 2):
+        if batch_size <= 0:
+            raise ConfigError("training.per_device_eval_batch_size: must be > 0")
+        self.catalog = load_catalog([s.path for s in sets], [s.split for s in sets], what="data.eval")
+        self.collator, self.rank, self.num_workers = collator, rank, num_workers
+        self.prefetch_factor = prefetch_factor
+        self.stats: Counter = Counter()
+        self.plan = plan_eval(self.catalog, max_per_set=max_samples_per_set, world_size=world_size,
+                              num_workers=num_workers, batch_size=batch_size)
+
+    @classmethod
+    def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> "EvalLoader":
+        return cls(cfg.data.eval, collator, batch_size=cfg.training.per_device_eval_batch_size,
+                   max_samples_per_set=cfg.data.max_eval_samples_per_dataset, rank=rank,
+                   world_size=world_size, num_workers=cfg.data.num_workers, prefetch_factor=cfg.data.prefetch_factor)
+
+    def __len__(self) -> int:
+        return self.plan.steps
+
+    def __iter__(self) -> Iterator[dict]:
+        ds = PlanDataset(self.catalog, self.plan.workers[self.rank], self.plan.pad_gid, self.collator)
+        for _, batch in _batches(ds, self.num_workers, self.prefetch_factor, 0, self.stats):
+            yield batch

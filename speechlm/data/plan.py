@@ -1,0 +1,317 @@
+"""The epoch plan: which clips every rank and DataLoader worker batches, in which order.
+
+Every rank computes the same plan from the manifests alone (ids and durations, never audio), so
+step counts are known up front (`steps`), all ranks run the same number of steps, and a resume
+jumps straight to a step. A clip is named by its global id `gid` in the `Catalog` (all shards of all
+sets, concatenated); a batch is an int64 array of gids.
+
+Order of operations for epoch e (seeded by (seed, e)):
+  1. mixing: weight w of a set = floor(w) full passes + a seeded subset of frac(w) of its clips;
+  2. shuffle the shard order;
+  3. split over G = world_size * workers streams: with at least G shards, whole shards, largest
+     first to the rank with the fewest clips, then likewise to that rank's workers; else clip i to
+     stream i % G (so no stream is empty);
+  4. per stream, blocks of `shards_per_block` shards: shuffle the block's clips, sort them by
+     duration, cut batches (by clip count or total seconds), shuffle the batch order;
+  5. per rank: interleave its workers' batches round robin (the order torch's DataLoader yields
+     them), add weight-0 padding batches up to the max over ranks.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from speechlm.config import ConfigError
+
+PAD = None  # a planned padding batch (weight 0), in place of a gid array
+
+
+@dataclass
+class Shard:
+    file: str
+    ids: list[str]
+    durations: np.ndarray  # float64 seconds, from the manifest
+    set_index: int
+
+
+@dataclass
+class Catalog:
+    """All shards of the requested sets, with a global clip numbering."""
+
+    shards: list[Shard]
+    set_names: list[str]
+    offsets: np.ndarray = field(init=False)  # gid of the first clip of each shard
+    durations: np.ndarray = field(init=False)
+
+    def __post_init__(self):
+        sizes = np.array([len(s.ids) for s in self.shards], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.durations = (
+            np.concatenate([s.durations for s in self.shards]) if self.shards else np.zeros(0)
+        )
+
+    @property
+    def num_clips(self) -> int:
+        return int(self.offsets[-1])
+
+    def shard_of(self, gids: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.offsets, gids, side="right") - 1
+
+    def locate(self, gid: int) -> tuple[int, str]:
+        """(shard index, clip id) of a global clip id."""
+        s = int(self.shard_of(np.asarray([gid]))[0])
+        return s, self.shards[s].ids[gid - int(self.offsets[s])]
+
+    def set_gids(self, set_index: int) -> list[np.ndarray]:
+        """Per shard of one set, the gids of its clips."""
+        return [
+            np.arange(self.offsets[i], self.offsets[i + 1])
+            for i, s in enumerate(self.shards) if s.set_index == set_index
+        ]
+
+
+def load_catalog(paths: list[str], splits: list[str], what: str = "data.train") -> Catalog:
+    """Read `manifest.json` of each shard set (docs/design.md) into one Catalog."""
+    shards: list[Shard] = []
+    for k, (path, split) in enumerate(zip(paths, splits)):
+        mpath = Path(path) / "manifest.json"
+        if not mpath.is_file():
+            raise ConfigError(f"{what}[{k}].path: no manifest.json in '{path}' (build it with python -m speechlm.shard)")
+        try:
+            manifest = json.loads(mpath.read_text())
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{what}[{k}].path: {mpath} is not valid JSON ({e})") from None
+        splits_ = manifest.get("splits", {})
+        if split not in splits_:
+            raise ConfigError(f"{what}[{k}].split: '{split}' is not in {mpath} (has: {', '.join(sorted(splits_)) or 'none'})")
+        for sh in splits_[split]["shards"]:
+            ids, durs = list(sh["ids"]), np.asarray(sh["durations"], dtype=np.float64)
+            if len(ids) != len(durs):
+                raise ConfigError(f"{what}[{k}]: {mpath} lists {len(ids)} ids but {len(durs)} durations for {sh['file']}")
+            shards.append(Shard(str(Path(path) / sh["file"]), ids, durs, k))
+    return Catalog(shards, [str(p) for p in paths])
+
+
+def _rng(*key: int) -> np.random.Generator:
+    return np.random.default_rng([int(k) for k in key])
+
+
+# ------------------------------------------------------------------ steps 1-3: units and streams
+
+
+def epoch_units(catalog: Catalog, weights: list[float], seed: int, epoch: int) -> list[np.ndarray]:
+    """The epoch's reading units (gids of one shard each), mixed by weight, in shuffled order."""
+    units: list[np.ndarray] = []
+    for k, w in enumerate(weights):
+        if w < 0:
+            raise ConfigError(f"data.train[{k}].weight: must be >= 0, got {w}")
+        per_shard = [g for g in catalog.set_gids(k) if len(g)]
+        passes, frac = int(np.floor(w)), w - np.floor(w)
+        for _ in range(passes):
+            units.extend(per_shard)
+        if frac > 0 and per_shard:
+            every = np.concatenate(per_shard)
+            take = int(round(frac * len(every)))
+            chosen = np.sort(_rng(seed, epoch, 1, k).choice(every, size=take, replace=False))
+            shard_ix = catalog.shard_of(chosen)
+            units.extend(chosen[shard_ix == s] for s in np.unique(shard_ix))
+    order = _rng(seed, epoch, 2).permutation(len(units))
+    return [units[i] for i in order]
+
+
+def _least_loaded(units: list[np.ndarray], bins: int) -> list[list[int]]:
+    """Indices of `units` per bin: largest first to the bin with the fewest clips (ties keep the
+    shuffled order, so equal shards are dealt round robin); each bin keeps the shuffled order."""
+    load = np.zeros(bins, dtype=np.int64)
+    out: list[list[int]] = [[] for _ in range(bins)]
+    for i in sorted(range(len(units)), key=lambda i: -len(units[i])):
+        j = int(np.argmin(load))
+        out[j].append(i)
+        load[j] += len(units[i])
+    return [sorted(o) for o in out]
+
+
+def split_streams(units: list[np.ndarray], world_size: int, workers: int) -> list[list[np.ndarray]]:
+    """Streams r * workers + w. Whole shards when there are at least as many as streams: balanced
+    over ranks first (rank imbalance costs padding steps), then over the rank's workers."""
+    G = world_size * workers
+    streams: list[list[np.ndarray]] = [[] for _ in range(G)]
+    if len(units) >= G:
+        for r, mine in enumerate(_least_loaded(units, world_size)):
+            for w, idx in enumerate(_least_loaded([units[i] for i in mine], workers)):
+                streams[r * workers + w] = [units[mine[i]] for i in idx]
+    else:
+        # clip i of the concatenation to stream i % G, kept grouped by shard: no stream is empty
+        bounds = np.cumsum([0] + [len(u) for u in units])
+        every = np.concatenate(units) if units else np.zeros(0, dtype=np.int64)
+        for j in range(G):
+            pos = np.arange(j, len(every), G)
+            unit_of = np.searchsorted(bounds, pos, side="right") - 1
+            streams[j] = [every[pos[unit_of == u]] for u in np.unique(unit_of)]
+    return streams
+
+
+# ------------------------------------------------------------------ step 4: blocks and batches
+
+
+@dataclass
+class Block:
+    """Shards read together; their clips are shuffled and bucketed into `batches`."""
+
+    gids: np.ndarray  # every clip this block reads (its batches use each once)
+    batches: list  # np.ndarray of gids, or PAD
+    steps: list[int] = field(default_factory=list)  # the rank-level step of each batch
+
+
+def cut_batches(durations: np.ndarray, batch_size: int, batch_seconds: float) -> list[slice]:
+    """Consecutive slices: `batch_size` clips each, or as many as fit in `batch_seconds` of audio."""
+    n = len(durations)
+    if batch_seconds and batch_seconds > 0:
+        out, start, total = [], 0, 0.0
+        for i, d in enumerate(durations):
+            if i > start and total + d > batch_seconds:
+                out.append(slice(start, i))
+                start, total = i, 0.0
+            total += float(d)
+        if start < n:
+            out.append(slice(start, n))
+        return out
+    return [slice(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
+
+
+def stream_blocks(
+    catalog: Catalog,
+    units: list[np.ndarray],
+    *,
+    shards_per_block: int,
+    batch_size: int,
+    batch_seconds: float,
+    rng: np.random.Generator | None,
+) -> list[Block]:
+    """Blocks of one stream; rng=None keeps the clip order (eval), else shuffles and buckets."""
+    blocks = []
+    for b in range(0, len(units), max(1, shards_per_block)):
+        gids = np.concatenate(units[b:b + shards_per_block])
+        if rng is not None:
+            gids = gids[rng.permutation(len(gids))]
+        # stable sort: equal durations keep the shuffled order
+        gids = gids[np.argsort(catalog.durations[gids], kind="stable")]
+        batches = [gids[s] for s in cut_batches(catalog.durations[gids], batch_size, batch_seconds)]
+        if rng is not None:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        blocks.append(Block(gids, batches))
+    return blocks
+
+
+# ------------------------------------------------------------------ step 5: ranks and padding
+
+
+@dataclass
+class EpochPlan:
+    epoch: int
+    steps: int  # batches every rank runs this epoch (the max over ranks)
+    workers: list[list[list[Block]]]  # [rank][worker] -> blocks, steps assigned
+    real_batches: list[int]  # per rank, before padding
+    pad_gid: int  # the real clip that padding batches repeat (weight 0); -1 when there is none
+
+    def rank_order(self, rank: int) -> list[tuple[int, int, int]]:
+        """(step, worker, index in that worker's batch list) for each step of a rank."""
+        out = []
+        for w, blocks in enumerate(self.workers[rank]):
+            i = 0
+            for blk in blocks:
+                for s in blk.steps:
+                    out.append((s, w, i))
+                    i += 1
+        return sorted(out)
+
+
+def assign_steps(worker_blocks: list[list[Block]], steps: int) -> None:
+    """Pad a rank's workers up to `steps` batches in all and number them in DataLoader order.
+
+    torch's DataLoader asks its workers round robin and skips exhausted ones; padding goes to the
+    workers with the fewest batches, so every worker's batch count is known and the order is fixed.
+    """
+    counts = [sum(len(b.batches) for b in blocks) for blocks in worker_blocks]
+    extra = [0] * len(counts)
+    for _ in range(steps - sum(counts)):
+        j = int(np.argmin([c + e for c, e in zip(counts, extra)]))
+        extra[j] += 1
+    for j, e in enumerate(extra):
+        if e:
+            worker_blocks[j].append(Block(np.zeros(0, dtype=np.int64), [PAD] * e))
+    totals = [c + e for c, e in zip(counts, extra)]
+    # round robin over the workers that still have batches
+    seq_of: list[list[int]] = [[] for _ in totals]
+    step, taken = 0, [0] * len(totals)
+    while step < steps:
+        for j in range(len(totals)):
+            if taken[j] < totals[j]:
+                seq_of[j].append(step)
+                taken[j] += 1
+                step += 1
+    for j, blocks in enumerate(worker_blocks):
+        it = iter(seq_of[j])
+        for blk in blocks:
+            blk.steps = [next(it) for _ in blk.batches]
+
+
+def plan_epoch(
+    catalog: Catalog,
+    weights: list[float],
+    *,
+    seed: int,
+    epoch: int,
+    world_size: int,
+    num_workers: int,
+    shards_per_block: int,
+    batch_size: int,
+    batch_seconds: float = 0.0,
+) -> EpochPlan:
+    workers = max(1, num_workers)
+    G = world_size * workers
+    units = epoch_units(catalog, weights, seed, epoch)
+    streams = split_streams(units, world_size, workers)
+    per_stream = [
+        stream_blocks(catalog, streams[j], shards_per_block=shards_per_block, batch_size=batch_size,
+                      batch_seconds=batch_seconds, rng=_rng(seed, epoch, 3, j))
+        for j in range(G)
+    ]
+    return _finish(per_stream, world_size, workers, epoch, units)
+
+
+def plan_eval(
+    catalog: Catalog, *, max_per_set: int, world_size: int, num_workers: int, batch_size: int,
+) -> EpochPlan:
+    """The first `max_per_set` clips of each set (manifest order), split over ranks and workers,
+    sorted by duration into batches; no shuffling, so every evaluation sees the same batches."""
+    chosen = []
+    for k in range(len(catalog.set_names)):
+        gids = catalog.set_gids(k)
+        if gids:
+            chosen.append(np.concatenate(gids)[:max_per_set] if max_per_set > 0 else np.concatenate(gids))
+    every = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+    workers = max(1, num_workers)
+    G = world_size * workers
+    # clip i to stream i % G: eval sets are small and ranks should finish together
+    per_stream = []
+    for j in range(G):
+        mine = every[j::G]
+        shard_ix = catalog.shard_of(mine)
+        units = [mine[shard_ix == s] for s in np.unique(shard_ix)]
+        per_stream.append(stream_blocks(catalog, units, shards_per_block=max(1, len(units)),
+                                        batch_size=batch_size, batch_seconds=0.0, rng=None))
+    return _finish(per_stream, world_size, workers, 0, [every] if len(every) else [])
+
+
+def _finish(per_stream, world_size, workers, epoch, units) -> EpochPlan:
+    by_rank = [[per_stream[r * workers + w] for w in range(workers)] for r in range(world_size)]
+    real = [sum(len(b.batches) for blocks in ws for b in blocks) for ws in by_rank]
+    steps = max(real) if real else 0
+    for ws in by_rank:
+        assign_steps(ws, steps)
+    pad_gid = int(units[0][0]) if units else -1
+    return EpochPlan(epoch, steps, by_rank, real, pad_gid)

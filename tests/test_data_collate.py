@@ -1,0 +1,89 @@
+"""The collator: the batch format of docs/design.md, label masks and placeholder counts."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from speechlm import text, tiny
+from speechlm.config import DataSet
+from speechlm.data import Collator, TrainLoader
+from speechlm.features import audio_token_count, num_feature_frames
+from test_data_util import write_set
+
+PROMPT = "Transcribe the audio."
+CONV = [[0, 2, 2], [0, 2, 2]]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return text.load_tokenizer(str(tiny.ensure("qwen3_5")), "<audio>")
+
+
+def make(tok, pool_stride=1, conv=CONV):
+    return Collator(tok, prompt=PROMPT, audio_token="<audio>", encoder_conv_layers=conv, pool_stride=pool_stride)
+
+
+def samples(lengths, texts):
+    rng = np.random.default_rng(0)
+    return [{"id": f"c{i}", "text": t, "audio": (0.1 * rng.standard_normal(n)).astype(np.float32), "weight": 1.0}
+            for i, (n, t) in enumerate(zip(lengths, texts))]
+
+
+TEXTS = ["hello world", "the cat sat on the mat and the dog ran in the park", "one two"]
+LENGTHS = [16000, 5000, 23456]
+
+
+@pytest.mark.parametrize("pool_stride,conv", [(1, CONV), (2, CONV), (3, [[1, 3, 2]])])
+def test_placeholders_and_label_mask(tok, pool_stride, conv):
+    col = make(tok, pool_stride, conv)
+    batch = col(samples(LENGTHS, TEXTS))
+    audio_id = text.audio_token_id(tok)
+    for i, (n, t) in enumerate(zip(LENGTHS, TEXTS)):
+        ids, labels, att = batch["input_ids"][i], batch["labels"][i], batch["attention_mask"][i]
+        k = int(att.sum())
+        assert att[:k].all() and not att[k:].any()  # right padding
+        n_audio = audio_token_count(n, conv, pool_stride)
+        assert n_audio > 0 and int((ids == audio_id).sum()) == n_audio
+        # the prefix is exactly what inference feeds the model
+        prompt = text.prompt_ids(tok, n_audio, PROMPT)
+        assert ids[: len(prompt)].tolist() == prompt
+        assert (labels[: len(prompt)] == -100).all() and (labels[k:] == -100).all()
+        kept = labels[labels != -100].tolist()
+        assert kept == ids[len(prompt):k].tolist()
+        assert tok.decode(kept) == t + "<|im_end|>"
+
+
+def test_batch_format(tok):
+    col = make(tok)
+    batch = col(samples(LENGTHS, TEXTS) [:2] + [dict(samples(LENGTHS, TEXTS)[2], weight=0.0)])
+    B = 3
+    assert batch["input_features"].dtype == torch.float32 and batch["input_features"].shape[::2] == (B, 320)
+    assert batch["feature_mask"].dtype == torch.long
+    assert batch["feature_mask"].sum(1).tolist() == [num_feature_frames(n) for n in LENGTHS]
+    for key in ("input_ids", "attention_mask", "labels"):
+        assert batch[key].dtype == torch.long and batch[key].shape[0] == B
+    assert batch["input_ids"][batch["attention_mask"] == 0].eq(tok.pad_token_id).all()
+    assert batch["weight"].tolist() == [1.0, 1.0, 0.0] and batch["weight"].dtype == torch.float32
+    assert batch["ids"] == ["c0", "c1", "c2"]
+    assert np.allclose(batch["audio_seconds"].numpy(), np.array(LENGTHS) / 16000)
+
+
+def test_picklable(tok):
+    col = make(tok)
+    again = pickle.loads(pickle.dumps(col))
+    a, b = col(samples(LENGTHS, TEXTS)), again(samples(LENGTHS, TEXTS))
+    assert all(torch.equal(a[k], b[k]) for k in ("input_features", "input_ids", "labels"))
+
+
+def test_loader_with_collator_in_workers(tmp_path, tok):
+    path = write_set(tmp_path, "a", [3, 3, 2], min_s=0.3, max_s=0.8)
+    loader = TrainLoader([DataSet(str(path))], make(tok), batch_size=2, num_workers=2, seed=1)
+    batches = list(loader)
+    assert len(batches) == loader.plan(0).steps
+    for b in batches:
+        n = [round(float(s) * 16000) for s in b["audio_seconds"]]
+        assert (b["input_ids"] == text.audio_token_id(tok)).sum(1).tolist() == [audio_token_count(x, CONV, 1) for x in n]
+        assert all(tok.decode(row[row != -100].tolist()) == f"clip {i}<|im_end|>" for row, i in zip(b["labels"], b["ids"]))
