@@ -95,5 +95,5 @@ def test_matches_real_granite_extractor():
     waves = [ref[f"wave{i}"] for i in range(int(ref["n"]))]
     feats, mask = FeatureExtractor()(waves)
     np.testing.assert_array_equal(mask.numpy(), ref["attention_mask"])
-    # float32 FFTs in different libraries: features are O(1), agree to ~1e-5 in practice
-    np.testing.assert_allclose(feats.numpy(), ref["input_features"], atol=1e-3, rtol=0)
+    # float32 FFTs in different libraries; features are O(1) and measured to agree within 8e-6
+    np.testing.assert_allclose(feats.numpy(), ref["input_features"], atol=1e-4, rtol=0)
