@@ -1,0 +1,458 @@
+"""Size a run before paying for it: parameters, GPU memory per device, disk, GPUs that fit.
+
+    python -m speechlm.plan [--config C] [--experiment E] [--world-size N] [--json] [key=value ...]
+
+Nothing is downloaded but config.json files and safetensors headers. Shapes come from the
+models' configs built on the meta device (the Hub when reachable, else the real configs bundled
+in `speechlm/model/configs/`, or the local dir for the tiny twin); with the Hub reachable,
+`get_safetensors_metadata` also gives the checkpoints' exact parameter counts and download sizes.
+
+Memory model, per device (N = world size, T = trainable params, F = frozen params):
+  frozen weights  F * bytes(model_dtype)                              / N at ZeRO-3
+  trainable       T * bytes(compute)  (the bf16 working copy)         / N at ZeRO-3
+  gradients       T * bytes(compute)                                  / N at ZeRO-2, 3
+  optimizer       T * (4 fp32 master if bf16, + 8 AdamW m and v)      / N at ZeRO-1, 2, 3
+                  (0 on the GPU with optimizer offload: it lives in host RAM)
+  activations     tokens * ACT_FACTOR * sum over decoder layers of (hidden + the out_features of
+                  every Linear in the layer + lora_rank per LoRA-wrapped Linear) * bytes(compute)
+                  -- backward keeps about one copy of each projection's output (attention and
+                  MLP inputs, gate/up products, norms); ACT_FACTOR is calibrated (see below).
+                  The frozen encoder runs without grad: only its transient peak counts (max).
+  logits          label tokens * vocab * LOGIT_BYTES (logits in the compute dtype, their fp32
+                  upcast for the loss and its fp32 gradient), the model computes them only there.
+  GPU runtime     CUDA context + allocator slack: CUDA_OVERHEAD_GIB + FRAGMENTATION of the rest.
+The worst micro-batch is the longest clip (the 19 s cap, or the manifest's longest) times the
+per-device batch: length bucketing puts long clips together, so that batch does happen.
+
+Calibration: ACT_FACTOR (per decoder type) was fitted once by counting the bytes autograd saves
+(saved-tensor hooks, parameters excluded) for one forward of small Qwen3 and Qwen3.5 decoders with
+LoRA r16 all-linear (hidden 256, 2-4 layers, 64-512 tokens: exactly linear in tokens, no constant).
+tests/test_plan.py re-measures it on the tiny twin (within 15%) and checks the whole-step peak,
+measured on CPU with the torch profiler, against this plan (within 30%).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from speechlm.config import Config, ConfigError, REPO_ROOT, cli_errors, load
+from speechlm.features import audio_token_count
+
+GIB = 1024**3
+# bytes autograd saves per (token x element of the per-layer sum), measured as described above:
+# Qwen3 1.85, Qwen3.5 2.79 (its gated-delta-rule layers through transformers' torch kernels)
+ACT_FACTOR = {"qwen3": 1.85, "qwen3_5_text": 2.8}
+ACT_FACTOR_DEFAULT = 2.8
+LOGIT_BYTES = {2: 10, 4: 12}  # by compute-dtype bytes: logits + fp32 upcast + fp32 grad
+CUDA_OVERHEAD_GIB = 1.5
+FRAGMENTATION = 0.10
+USABLE_FRACTION = 0.92  # keep this much of a card's memory as the budget
+MAX_CLIP_SECONDS = 19.0  # the shard step's cap (pitfall: OOM on long clips)
+TEXT_TOKENS_PER_SECOND = 3.5  # English speech ~2.5 words/s at ~1.3 tokens/word, + <|im_end|>
+PROMPT_TOKENS = 32  # chat template turns, the prompt, the newline
+FLAC_BYTES_PER_SECOND = 20_000  # 16 kHz 16-bit mono FLAC is ~60% of 32 kB/s
+ENV_GIB = 15.0  # Python deps, pip and wheel caches on top of the image's CUDA torch
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+BUNDLED_CONFIGS = Path(__file__).parent / "model" / "configs"
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    runpod_id: str
+    memory_gib: float
+    bf16_tflops: float  # dense peak, for MFU
+
+
+CATALOG = [
+    GPU("RTX 4090 24GB", "NVIDIA GeForce RTX 4090", 24, 165),
+    GPU("L4 24GB", "NVIDIA L4", 24, 121),
+    GPU("A40 48GB", "NVIDIA A40", 48, 150),
+    GPU("RTX A6000 48GB", "NVIDIA RTX A6000", 48, 155),
+    GPU("L40S 48GB", "NVIDIA L40S", 48, 362),
+    GPU("RTX 6000 Ada 48GB", "NVIDIA RTX 6000 Ada Generation", 48, 364),
+    GPU("A100 80GB", "NVIDIA A100 80GB PCIe", 80, 312),
+    GPU("A100 SXM 80GB", "NVIDIA A100-SXM4-80GB", 80, 312),
+    GPU("H100 PCIe 80GB", "NVIDIA H100 PCIe", 80, 756),
+    GPU("H100 SXM 80GB", "NVIDIA H100 80GB HBM3", 80, 989),
+    GPU("H100 NVL 94GB", "NVIDIA H100 NVL", 94, 835),
+    GPU("RTX PRO 6000 96GB", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 96, 500),
+    GPU("H200 141GB", "NVIDIA H200", 141, 989),
+    GPU("B200 180GB", "NVIDIA B200", 180, 2250),
+]
+
+
+# --------------------------------------------------------------------------- model shapes
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false")
+
+
+def bundled_config_path(model_id: str) -> Path | None:
+    """The bundled real config for a hub id: named after it (org--name.json or name.json)."""
+    for stem in (model_id.replace("/", "--"), model_id.split("/")[-1]):
+        p = BUNDLED_CONFIGS / f"{stem}.json"
+        if p.is_file():
+            return p
+    for p in sorted(BUNDLED_CONFIGS.glob("*.json")):  # or one that records its hub id
+        try:
+            d = json.loads(p.read_text())
+        except ValueError:
+            continue
+        if model_id in (d.get("_name_or_path"), d.get("hub_id"), d.get("model_id")):
+            return p
+    return None
+
+
+def model_config(model_id: str):
+    """(transformers config, where it came from) without downloading weights."""
+    from transformers import AutoConfig
+
+    if Path(model_id).is_dir():
+        return AutoConfig.from_pretrained(model_id), f"local {model_id}"
+    if not _offline():
+        try:
+            return AutoConfig.from_pretrained(model_id), f"hub {model_id}"
+        except Exception as e:  # unreachable Hub or gated repo: fall back to the bundled shapes
+            print(f"plan: {model_id}: hub config unavailable ({type(e).__name__}); using the bundled one", file=sys.stderr)
+    p = bundled_config_path(model_id)
+    if p is None:
+        raise ConfigError(f"model '{model_id}': no local dir, no Hub access and no bundled config in {BUNDLED_CONFIGS}")
+    d = json.loads(p.read_text())
+    d = {k: v for k, v in d.items() if k not in ("hub_id", "model_id")}
+    return AutoConfig.for_model(**d), f"bundled {p.name}"
+
+
+def _sub_config(cfg, *names):
+    for n in names:
+        sub = getattr(cfg, n, None)
+        if sub is not None and not isinstance(sub, (int, str, bool, list)):
+            return sub
+    return cfg
+
+
+def meta_model(cfg, kind: str):
+    """Build a model on the meta device: shapes and counts for free."""
+    import torch
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        if kind == "encoder":
+            return AutoModel.from_config(_sub_config(cfg, "encoder_config", "audio_config"))
+        return AutoModelForCausalLM.from_config(cfg.get_text_config(decoder=True))
+
+
+def hub_checkpoint(model_id: str, part: str) -> dict | None:
+    """Exact counts and download bytes from the safetensors headers (local files or the Hub)."""
+    tensors: dict = {}
+    if Path(model_id).is_dir():
+        from safetensors import safe_open
+
+        files = sorted(glob.glob(str(Path(model_id) / "*.safetensors")))
+        if not files:
+            return None
+        for f in files:
+            with safe_open(f, "pt") as fh:
+                for k in fh.keys():
+                    sl = fh.get_slice(k)
+                    tensors[k] = (sl.get_dtype(), sl.get_shape())
+        nbytes = sum(os.path.getsize(f) for f in files)
+    elif not _offline():
+        from huggingface_hub import get_safetensors_metadata
+
+        try:
+            meta = get_safetensors_metadata(model_id)
+        except Exception as e:
+            print(f"plan: {model_id}: safetensors metadata unavailable ({type(e).__name__})", file=sys.stderr)
+            return None
+        for fm in meta.files_metadata.values():
+            for k, t in fm.tensors.items():
+                tensors[k] = (t.dtype, t.shape)
+        nbytes = sum(t.data_offsets[1] - t.data_offsets[0] for fm in meta.files_metadata.values() for t in fm.tensors.values())
+    else:
+        return None
+    # multimodal checkpoints carry towers speechlm doesn't load (e.g. Qwen3.5's vision tower)
+    skip = ("visual", "vision", "mtp.") if part == "decoder" else ()
+    used = {k: v for k, v in tensors.items() if not any(s in k for s in skip)}
+    count = lambda ts: sum(math.prod(s) for _, s in ts.values())  # noqa: E731
+    return {"params_total": count(tensors), "params_used": count(used), "download_bytes": nbytes}
+
+
+@dataclass
+class Shapes:
+    encoder_params: int
+    decoder_params: int
+    projector_params: int
+    lora_params: int
+    trainable_params: int
+    frozen_params: int
+    decoder_hidden: int
+    vocab_size: int
+    act_elems_per_token: int  # sum over decoder layers (see the module docstring)
+    act_factor: float
+    enc_act_elems_per_frame: int
+    enc_frames_per_second: float
+    download_bytes: int | None
+    sources: dict = field(default_factory=dict)
+
+
+def _linear_layers(module):
+    import torch
+
+    return [(n, m) for n, m in module.named_modules() if isinstance(m, torch.nn.Linear)]
+
+
+def model_shapes(cfg: Config) -> Shapes:
+    from speechlm import tiny
+
+    m = cfg.model
+    audio_id, text_id = tiny.resolve(m.audio_model_id), tiny.resolve(m.text_model_id)  # tiny/* -> its dir
+    enc_cfg, enc_src = model_config(audio_id)
+    dec_cfg, dec_src = model_config(text_id)
+    enc = meta_model(enc_cfg, "encoder")
+    dec = meta_model(dec_cfg, "decoder")
+    n_enc = sum(p.numel() for p in enc.parameters())
+    n_dec = sum(p.numel() for p in dec.parameters())
+    enc_h = _sub_config(enc_cfg, "encoder_config", "audio_config").hidden_size
+    tcfg = dec_cfg.get_text_config(decoder=True)
+    h = tcfg.hidden_size
+    # projector: frames stacked by pool_stride -> hidden_dim -> decoder hidden (two linears, bias)
+    k = m.projector_pool_stride
+    n_proj = (enc_h * k + 1) * m.projector_hidden_dim + (m.projector_hidden_dim + 1) * h
+    use_lora = cfg.training.use_lora if cfg.training.use_lora is not None else m.use_lora
+    # per decoder layer: the residual stream + every Linear's output (+ the LoRA bottleneck)
+    layers = dec.model.layers
+    act, n_lora = 0, 0
+    for layer in layers:
+        lins = _linear_layers(layer)
+        wrapped = lins if use_lora and _lora_targets_all(m.lora_target_modules) else [
+            (n, l) for n, l in lins if use_lora and n.split(".")[-1] in (m.lora_target_modules or [])
+        ]
+        n_lora += sum(m.lora_rank * (l.in_features + l.out_features) for _, l in wrapped)
+        act += h + sum(l.out_features for _, l in lins) + m.lora_rank * len(wrapped)
+    enc_layer = _sub_config(enc_cfg, "encoder_config", "audio_config")
+    # the frozen encoder runs under no_grad: one layer's transient (qkv, attention out, the FFN)
+    enc_act = 4 * enc_h + 2 * getattr(enc_layer, "intermediate_size", 4 * enc_h)
+    train = cfg.training
+    n_lora = n_lora if use_lora else 0
+    trainable = (0 if train.freeze_projector else n_proj) + n_lora
+    trainable += 0 if train.freeze_audio_encoder else n_enc
+    trainable += 0 if (train.freeze_language_model or use_lora) else n_dec
+    frozen = n_enc + n_dec + n_proj + n_lora - trainable
+    ck_enc, ck_dec = hub_checkpoint(audio_id, "encoder"), hub_checkpoint(text_id, "decoder")
+    sources = {"encoder": enc_src, "decoder": dec_src}
+    for part, ck, n in (("encoder", ck_enc, n_enc), ("decoder", ck_dec, n_dec)):
+        if ck:
+            sources[f"{part}_checkpoint_params"] = ck["params_used"]
+            sources[f"{part}_meta_params"] = n
+    dl = sum(ck["download_bytes"] for ck in (ck_enc, ck_dec) if ck) if (ck_enc or ck_dec) else None
+    return Shapes(
+        encoder_params=n_enc, decoder_params=n_dec, projector_params=n_proj, lora_params=n_lora,
+        trainable_params=trainable, frozen_params=frozen, decoder_hidden=h, vocab_size=tcfg.vocab_size,
+        act_elems_per_token=act, act_factor=ACT_FACTOR.get(tcfg.model_type, ACT_FACTOR_DEFAULT), enc_act_elems_per_frame=enc_act, enc_frames_per_second=50.0, download_bytes=dl, sources=sources,
+    )
+
+
+def _lora_targets_all(targets) -> bool:
+    return targets == "all-linear" or targets == ["all-linear"]
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def zero_memory(frozen: int, trainable: int, *, stage: int, world: int, model_bytes: int = 2,
+                compute_bytes: int = 2, offload: bool = False) -> dict:
+    """Bytes per device for weights, gradients and AdamW states under ZeRO `stage` over `world`."""
+    if stage not in (0, 1, 2, 3):
+        raise ConfigError(f"deepspeed.zero_stage: must be 0, 1, 2 or 3, got {stage}")
+    n = max(1, world)
+    master = 4 if compute_bytes == 2 else 0  # fp32 master weights only when computing in 16 bit
+    return {
+        "frozen_weights": frozen * model_bytes / (n if stage == 3 else 1),
+        "trainable_weights": trainable * compute_bytes / (n if stage == 3 else 1),
+        "gradients": trainable * compute_bytes / (n if stage >= 2 else 1),
+        "optimizer_states": 0.0 if offload else trainable * (master + 8) / (n if stage >= 1 else 1),
+    }
+
+
+def clip_tokens(cfg: Config, seconds: float) -> tuple[int, int]:
+    """(sequence tokens, label tokens) of one clip of `seconds`."""
+    audio = audio_token_count(int(seconds * 16000), cfg.model.encoder_conv_layers, cfg.model.projector_pool_stride)
+    labels = math.ceil(seconds * TEXT_TOKENS_PER_SECOND) + 1
+    return audio + PROMPT_TOKENS + labels, labels
+
+
+def step_memory(cfg: Config, shapes: Shapes, *, batch: int, world: int, clip_seconds: float,
+                device: str = "cuda") -> dict:
+    """Peak bytes per device for one training micro-batch of `batch` clips of `clip_seconds`."""
+    t = cfg.training
+    compute = 2 if t.bf16 else 4
+    mem = zero_memory(shapes.frozen_params, shapes.trainable_params, stage=cfg.deepspeed.zero_stage, world=world,
+                      model_bytes=2 if (t.bf16 and cfg.model.model_dtype != "float32") else 4,
+                      compute_bytes=compute, offload=cfg.deepspeed.offload)
+    if cfg.data.batching == "seconds" and cfg.data.batch_seconds > 0:
+        batch = max(1, int(cfg.data.batch_seconds // clip_seconds))
+    seq, labels = clip_tokens(cfg, clip_seconds)
+    decoder = batch * seq * shapes.act_elems_per_token * compute * shapes.act_factor
+    encoder = batch * clip_seconds * shapes.enc_frames_per_second * shapes.enc_act_elems_per_frame * compute
+    mem["activations"] = max(decoder, encoder)
+    mem["logits"] = batch * labels * shapes.vocab_size * LOGIT_BYTES[compute]
+    dynamic = sum(mem.values())
+    mem["runtime_overhead"] = (CUDA_OVERHEAD_GIB * GIB + FRAGMENTATION * dynamic) if device == "cuda" else 0.0
+    mem["total"] = dynamic + mem["runtime_overhead"]
+    mem["tokens_per_device_batch"] = batch * seq
+    return mem
+
+
+def fit_batch(cfg: Config, shapes: Shapes, gpu: GPU, *, world: int, clip_seconds: float) -> tuple[int, int] | None:
+    """Largest per-device batch (and accumulation) that fits `gpu` and keeps the effective batch."""
+    t = cfg.training
+    effective = t.per_device_train_batch_size * t.gradient_accumulation_steps * world
+    budget = gpu.memory_gib * GIB * USABLE_FRACTION
+    b = t.per_device_train_batch_size * t.gradient_accumulation_steps
+    while b >= 1:
+        if effective % (b * world) == 0 and step_memory(cfg, shapes, batch=b, world=world, clip_seconds=clip_seconds)["total"] <= budget:
+            return b, effective // (b * world)
+        b = b // 2 if b > 1 else 0
+    return None
+
+
+# --------------------------------------------------------------------------- disk
+
+
+def _manifest(path: str) -> tuple[Path, dict] | None:
+    p = Path(path) if Path(path).is_absolute() else REPO_ROOT / path
+    m = p / "manifest.json"
+    return (p, json.loads(m.read_text())) if m.is_file() else None
+
+
+def data_facts(cfg: Config) -> dict:
+    """Shard bytes and the longest clip, from the built shards' manifests where they exist."""
+    out = {"shard_bytes": 0, "max_clip_seconds": None, "unknown": []}
+    for ds in {d.path: d for d in cfg.data.train + cfg.data.eval}.values():
+        found = _manifest(ds.path)
+        if not found:
+            out["unknown"].append(ds.path)
+            continue
+        root, man = found
+        for split in man.get("splits", {}).values():
+            for sh in split.get("shards", []):
+                f = root / sh["file"]
+                out["shard_bytes"] += f.stat().st_size if f.is_file() else sh.get("seconds", 0) * FLAC_BYTES_PER_SECOND
+                longest = max(sh.get("durations") or [0])
+                out["max_clip_seconds"] = max(out["max_clip_seconds"] or 0, longest)
+    return out
+
+
+def disk(cfg: Config, shapes: Shapes, data: dict) -> dict:
+    # a checkpoint: DeepSpeed state (fp32 master + m + v, 16-bit trainable) + the exported model
+    ckpt = shapes.trainable_params * (12 + 2 + 4)
+    keep = (cfg.training.save_total_limit or 10) + 1  # the new one is written before the oldest goes
+    hub = shapes.download_bytes
+    if hub is None:  # offline: the checkpoints as stored on the Hub, in their dtype
+        hub = (shapes.encoder_params + shapes.decoder_params) * DTYPE_BYTES.get(cfg.model.model_dtype, 2)
+    out = {"shards": data["shard_bytes"], "hub_cache": hub, "checkpoints": ckpt * keep, "environment": ENV_GIB * GIB}
+    out["total"] = sum(out.values())
+    return out
+
+
+# --------------------------------------------------------------------------- plan + report
+
+
+def make_plan(cfg: Config, world: int = 1) -> dict:
+    shapes = model_shapes(cfg)
+    data = data_facts(cfg)
+    clip = data["max_clip_seconds"] or MAX_CLIP_SECONDS
+    t = cfg.training
+    mem = step_memory(cfg, shapes, batch=t.per_device_train_batch_size, world=world, clip_seconds=clip)
+    fits = []
+    for gpu in CATALOG:
+        fb = fit_batch(cfg, shapes, gpu, world=world, clip_seconds=clip)
+        if fb:
+            fits.append({"gpu": gpu.name, "runpod_id": gpu.runpod_id, "memory_gib": gpu.memory_gib,
+                         "per_device_train_batch_size": fb[0], "gradient_accumulation_steps": fb[1],
+                         "as_configured": mem["total"] <= gpu.memory_gib * GIB * USABLE_FRACTION})
+    return {
+        "config": {"audio_model_id": cfg.model.audio_model_id, "text_model_id": cfg.model.text_model_id,
+                   "zero_stage": cfg.deepspeed.zero_stage, "offload": cfg.deepspeed.offload, "world_size": world,
+                   "per_device_train_batch_size": t.per_device_train_batch_size,
+                   "gradient_accumulation_steps": t.gradient_accumulation_steps,
+                   "effective_batch": t.per_device_train_batch_size * t.gradient_accumulation_steps * world,
+                   "worst_clip_seconds": clip},
+        "params": {k: v for k, v in asdict(shapes).items() if k.endswith("_params")},
+        "sources": shapes.sources,
+        "memory_bytes": mem,
+        "disk_bytes": disk(cfg, shapes, data),
+        "data_unknown": data["unknown"],
+        "gpus": fits,
+    }
+
+
+def _g(x: float) -> str:
+    return f"{x / GIB:8.2f} GiB"
+
+
+def report(plan: dict) -> str:
+    c, p, m, d = plan["config"], plan["params"], plan["memory_bytes"], plan["disk_bytes"]
+    lines = [f"speechlm plan: {c['audio_model_id']} + {c['text_model_id']}  (ZeRO-{c['zero_stage']}"
+             f"{' + offload' if c['offload'] else ''}, world size {c['world_size']})",
+             f"models from: {', '.join(f'{k} {v}' for k, v in plan['sources'].items())}", "", "parameters:"]
+    lines += [f"  {k[:-7]:<12}{v:>15,}" for k, v in p.items()]
+    lines += ["", f"GPU memory per device at batch {c['per_device_train_batch_size']} of {c['worst_clip_seconds']:.1f} s clips "
+              f"({m['tokens_per_device_batch']} tokens):"]
+    lines += [f"  {k:<18}{_g(v)}" for k, v in m.items() if k != "tokens_per_device_batch"]
+    lines += ["", "disk:"] + [f"  {k:<18}{_g(v)}" for k, v in d.items()]
+    if plan["data_unknown"]:
+        lines.append(f"  (shards not built yet, not counted: {', '.join(plan['data_unknown'])})")
+    lines += ["", f"GPUs that fit (effective batch {c['effective_batch']} kept):"]
+    for f in plan["gpus"]:
+        lines.append(f"  {f['gpu']:<20} runpod '{f['runpod_id']}': per_device_train_batch_size={f['per_device_train_batch_size']}"
+                     f" gradient_accumulation_steps={f['gradient_accumulation_steps']}{'  (as configured)' if f['as_configured'] else ''}")
+    if not plan["gpus"]:
+        lines.append("  none: lower the batch, raise the ZeRO stage or use deepspeed.offload=true")
+    return "\n".join(lines)
+
+
+def recommend(plan: dict) -> dict | None:
+    """The smallest catalog GPU that fits as configured, else the one needing the least accumulation."""
+    fits = plan["gpus"]
+    exact = [f for f in fits if f["as_configured"]]
+    if exact:
+        return min(exact, key=lambda f: f["memory_gib"])
+    return min(fits, key=lambda f: (f["gradient_accumulation_steps"], f["memory_gib"])) if fits else None
+
+
+def build_parser(prog: str = "python -m speechlm.plan") -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    add_plan_args(ap)
+    return ap
+
+
+def add_plan_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--config", default=None, help="recipe name or YAML path (default: production)")
+    ap.add_argument("--experiment", "-e", default=None)
+    ap.add_argument("--world-size", type=int, default=int(os.environ.get("WORLD_SIZE", "1")))
+    ap.add_argument("--json", action="store_true", help="print the plan as JSON")
+    ap.add_argument("overrides", nargs="*", help="key.sub=value")
+
+
+@cli_errors
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cfg = load(Config, args.config, args.experiment, args.overrides)
+    plan = make_plan(cfg, world=args.world_size)
+    print(json.dumps(plan, indent=1) if args.json else report(plan))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
