@@ -1,0 +1,144 @@
+"""build_model(cfg): load the parts, apply freeze flags and LoRA, calibrate the projector."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from speechlm import text
+from speechlm.config import Config, ConfigError, ModelConfig, TrainingConfig
+from speechlm.features import FeatureExtractor
+from speechlm.model import parts
+from speechlm.model.projector import Projector
+from speechlm.model.speechlm import SpeechLM
+
+log = logging.getLogger(__name__)
+
+
+def trainable_parts(mcfg: ModelConfig, tcfg: TrainingConfig) -> dict:
+    """Which parts train, from the freeze flags; refuses combinations that can't work."""
+    use_lora = mcfg.use_lora if tcfg.use_lora is None else tcfg.use_lora
+    if use_lora and not tcfg.freeze_language_model:
+        raise ConfigError(
+            "training.freeze_language_model=false with LoRA on: full fine-tuning and adapters at once "
+            "is not supported; set model.use_lora=false (or training.use_lora=false) to train the whole decoder"
+        )
+    parts_ = {
+        "encoder": not tcfg.freeze_audio_encoder,
+        "projector": not tcfg.freeze_projector,
+        "decoder": not tcfg.freeze_language_model,
+        "embed_tokens": not tcfg.freeze_text_embed_tokens,
+        "lora": bool(use_lora),
+    }
+    if not any(parts_.values()):
+        raise ConfigError(
+            "nothing left to train: training.freeze_audio_encoder, freeze_projector, freeze_language_model and "
+            "freeze_text_embed_tokens are all true and LoRA is off"
+        )
+    return parts_
+
+
+def lora_config(mcfg: ModelConfig):
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=mcfg.lora_rank, lora_alpha=mcfg.lora_alpha, lora_dropout=mcfg.lora_dropout,
+        target_modules=mcfg.lora_target_modules, task_type="CAUSAL_LM",
+    )
+
+
+def feature_extractor_for(encoder) -> FeatureExtractor:
+    return FeatureExtractor(num_mel_bins=encoder.config.num_mel_bins)
+
+
+def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict) -> SpeechLM:
+    """Wire loaded parts into a SpeechLM: projector, dtypes, requires_grad, LoRA."""
+    mcfg, tcfg = cfg.model, cfg.training
+    if tokenizer.convert_tokens_to_ids(mcfg.audio_token) >= decoder.get_input_embeddings().num_embeddings:
+        decoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    for p in list(encoder.parameters()) + list(decoder.parameters()):
+        p.requires_grad_(False)
+    if trainable["encoder"]:
+        encoder.requires_grad_(True)
+    if trainable["decoder"]:
+        decoder.requires_grad_(True)
+    if trainable["embed_tokens"]:
+        decoder.get_input_embeddings().weight.requires_grad_(True)
+    elif trainable["decoder"]:
+        decoder.get_input_embeddings().weight.requires_grad_(False)
+    if trainable["lora"]:
+        from peft import get_peft_model
+
+        # peft casts the adapter weights to float32 (autocast_adapter_dtype) while the base stays bf16
+        decoder = get_peft_model(decoder, lora_config(mcfg), autocast_adapter_dtype=True)
+        if trainable["embed_tokens"]:
+            decoder.get_base_model().get_input_embeddings().weight.requires_grad_(True)
+    dec_cfg = parts.text_config(decoder.config)
+    projector = Projector(
+        encoder.config.hidden_size, dec_cfg.hidden_size, mcfg.projector_hidden_dim, mcfg.projector_pool_stride
+    ).to(parts.DTYPES[mcfg.projector_dtype])
+    projector.requires_grad_(trainable["projector"])
+    model = SpeechLM(mcfg, encoder, projector, decoder, tokenizer, feature_extractor_for(encoder), trainable,
+                     bf16=tcfg.bf16)
+    if tcfg.gradient_checkpointing:
+        # non-reentrant: gradients reach LoRA and the projector even though the frozen embedding's
+        # output does not require grad (pitfall 11)
+        lm = model._base_lm()
+        enable = getattr(lm, "activation_checkpointing_enable", None) or lm.gradient_checkpointing_enable
+        enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def build_model(cfg: Config, calibration_waves: list[np.ndarray] | None = None) -> SpeechLM:
+    """The model a config describes, from hub ids, local dirs or `tiny/<name>` ids."""
+    mcfg, tcfg = cfg.model, cfg.training
+    trainable = trainable_parts(mcfg, tcfg)
+    dtype = parts.DTYPES[mcfg.model_dtype]
+    attn = parts.attn_implementation(tcfg.attn_implementation)
+    log.info("decoder attention implementation: %s (requested %s)", attn, tcfg.attn_implementation)
+    encoder = parts.load_encoder(mcfg.audio_model_id, dtype, mcfg.trust_remote_code)
+    decoder = parts.load_decoder(mcfg.text_model_id, dtype, attn, mcfg.trust_remote_code)
+    tokenizer = text.load_tokenizer(parts.tiny.resolve(mcfg.text_model_id), mcfg.audio_token, mcfg.trust_remote_code)
+    model = assemble(cfg, encoder, decoder, tokenizer, trainable)
+    if mcfg.calibrate_projector:
+        calibrate(model, calibration_waves)
+    log.info("parameters:\n%s", model.parameter_table())
+    return model
+
+
+def synthetic_waves(n: int = 4, seconds: float = 2.0, seed: int = 0) -> list[np.ndarray]:
+    """Tones plus noise: a stand-in for speech when no real audio is at hand for calibration."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(16000 * seconds)) / 16000
+    waves = []
+    for _ in range(n):
+        f0 = rng.uniform(90, 300)
+        w = sum(np.sin(2 * np.pi * f0 * h * t) / h for h in range(1, 6)) * 0.1
+        waves.append((w * (1 + np.sin(2 * np.pi * 3 * t)) + 0.02 * rng.standard_normal(t.size)).astype(np.float32))
+    return waves
+
+
+def rms(x: torch.Tensor) -> float:
+    return x.float().pow(2).mean().sqrt().item()
+
+
+@torch.no_grad()
+def calibrate(model: SpeechLM, waves: list[np.ndarray] | None = None) -> dict:
+    """Scale the projector's output so projected audio has the RMS of the decoder's text embeddings."""
+    source = "audio batch" if waves else "synthetic tones+noise"
+    waves = waves or synthetic_waves()
+    device = next(model.projector.parameters()).device
+    feats, mask = model.features(waves)
+    with model._autocast(device):
+        proj, lengths = model.encode_audio(feats.to(device), mask.to(device))
+    valid = torch.arange(proj.shape[1], device=device)[None, :] < lengths[:, None]
+    audio_rms = rms(proj[valid])
+    table = model._base_lm().get_input_embeddings().weight
+    text_rms = rms(table[: len(model.tokenizer)])  # rows past the tokenizer were never trained
+    factor = text_rms / max(audio_rms, 1e-12)
+    model.projector.rescale_output(factor)
+    model.calibration = {"source": source, "audio_rms_before": audio_rms, "text_rms": text_rms, "factor": factor}
+    log.info("projector calibration (%s): audio RMS %.4g -> text-embedding RMS %.4g (x%.4g)",
+             source, audio_rms, text_rms, factor)
+    return model.calibration

@@ -1,0 +1,223 @@
+"""SpeechLM: frozen Granite Speech 5 encoder -> projector -> (LoRA) causal LM decoder."""
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from speechlm import text
+from speechlm.config import ConfigError, ModelConfig, TrainingConfig
+from speechlm.features import FeatureExtractor, conv_output_length
+from speechlm.model.projector import Projector, pooled_length
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Output:
+    loss: torch.Tensor  # weighted mean token CE over label positions
+    num_tokens: torch.Tensor  # weighted count of label tokens (sum of clip weights over tokens)
+
+
+class SpeechLM(nn.Module):
+    def __init__(self, cfg: ModelConfig, encoder, projector: Projector, decoder, tokenizer,
+                 features: FeatureExtractor, trainable: dict, bf16: bool = True):
+        super().__init__()
+        self.cfg = cfg
+        self.encoder = encoder
+        self.projector = projector
+        self.decoder = decoder  # a PeftModel when LoRA is on
+        self.tokenizer = tokenizer
+        self.features = features
+        self.trainable = dict(trainable)  # part -> bool: encoder, projector, decoder, embed_tokens, lora
+        self.audio_token_id = text.audio_token_id(tokenizer, cfg.audio_token)
+        self.bf16 = bf16
+        self.calibration: dict | None = None
+        self.train(False)
+
+    # ------------------------------------------------------------------ modes
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.encoder.eval()  # always: BatchNorm statistics must never move (pitfall 12)
+        return self
+
+    def _base_lm(self):
+        return self.decoder.get_base_model() if hasattr(self.decoder, "get_base_model") else self.decoder
+
+    def _autocast(self, device: torch.device):
+        # bf16 compute; parameters keep their storage dtype (trainable ones fp32)
+        if not self.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+    # ------------------------------------------------------------------ audio
+    def audio_lengths(self, feature_mask: torch.Tensor) -> torch.Tensor:
+        """Per clip, how many embeddings the projector emits (= the number of `<audio>` tokens)."""
+        frames = conv_output_length(feature_mask.long().sum(-1), self.cfg.encoder_conv_layers)
+        return pooled_length(frames, self.cfg.projector_pool_stride).clamp_min(0)
+
+    def encode_audio(self, input_features: torch.Tensor, feature_mask: torch.Tensor):
+        """-> (projected [B, L', H], lengths [B]) with lengths what the projector emits per clip."""
+        grad = self.trainable.get("encoder", False) and torch.is_grad_enabled()
+        with torch.set_grad_enabled(grad):
+            enc_dtype = next(self.encoder.parameters()).dtype
+            out = self.encoder(input_features.to(enc_dtype), attention_mask=feature_mask)
+        hidden, enc_mask = out.last_hidden_state, out.attention_mask
+        proj = self.projector(hidden)
+        lengths = pooled_length(enc_mask.long().sum(-1), self.cfg.projector_pool_stride).clamp_min(0)
+        expected = self.audio_lengths(feature_mask)
+        if not torch.equal(lengths.cpu(), expected.cpu()):
+            raise RuntimeError(
+                f"encoder emits {lengths.tolist()} audio frames per clip but model.encoder_conv_layers="
+                f"{self.cfg.encoder_conv_layers} predicts {expected.tolist()}: fix encoder_conv_layers for this encoder"
+            )
+        return proj, lengths
+
+    def embed(self, input_ids, input_features, feature_mask) -> torch.Tensor:
+        """Text embeddings with the audio placeholders replaced by projected audio."""
+        embeds = self._base_lm().get_input_embeddings()(input_ids)
+        proj, lengths = self.encode_audio(input_features, feature_mask)
+        is_audio = input_ids == self.audio_token_id
+        placeholders = is_audio.sum(-1)
+        if not torch.equal(placeholders.cpu(), lengths.cpu()):
+            raise ValueError(
+                f"each clip needs exactly as many {self.cfg.audio_token} tokens as the projector emits: "
+                f"input_ids hold {placeholders.tolist()}, audio gives {lengths.tolist()} "
+                "(count them with speechlm.features.audio_token_count)"
+            )
+        valid = torch.arange(proj.shape[1], device=proj.device)[None, :] < lengths[:, None]
+        audio = proj[valid].to(embeds.dtype)  # clip-major, time order: the order of the placeholders
+        return embeds.masked_scatter(is_audio.unsqueeze(-1), audio)
+
+    # ------------------------------------------------------------------ training forward
+    def label_logits(self, input_features, feature_mask, input_ids, attention_mask, labels):
+        """Logits only where there is a label: (logits [N, V], targets [N], row of each [N]).
+
+        Position t predicts labels[t + 1]; selecting those positions before the LM head makes
+        logits memory scale with transcript tokens, not sequence length x vocabulary.
+        """
+        with self._autocast(input_ids.device):
+            embeds = self.embed(input_ids, input_features, feature_mask)
+            lm = self._base_lm()
+            hidden = lm.get_decoder()(inputs_embeds=embeds, attention_mask=attention_mask, use_cache=False)[0]
+            targets = labels[:, 1:]
+            sel = targets != -100
+            logits = lm.get_output_embeddings()(hidden[:, :-1][sel])
+        rows = torch.arange(labels.shape[0], device=labels.device)[:, None].expand_as(targets)[sel]
+        return logits, targets[sel], rows
+
+    def forward(self, input_features, feature_mask, input_ids, attention_mask, labels, weight=None, **_) -> Output:
+        logits, targets, rows = self.label_logits(input_features, feature_mask, input_ids, attention_mask, labels)
+        ce = F.cross_entropy(logits.float(), targets, reduction="none")
+        if weight is None:
+            weight = torch.ones(labels.shape[0], device=ce.device)
+        w = weight.to(ce.device, torch.float32)[rows]
+        num = w.sum()
+        # an all-padding batch (weights 0) still runs every module and returns a zero loss with a graph
+        loss = (ce * w).sum() / num if num > 0 else (ce * w).sum()
+        return Output(loss=loss, num_tokens=num.detach())
+
+    # ------------------------------------------------------------------ inference
+    @torch.no_grad()
+    def transcribe(self, waves: list[np.ndarray], max_new_tokens: int | None = None, num_beams: int = 1) -> list[str]:
+        device = next(self.projector.parameters()).device
+        feats, mask = self.features(waves)
+        feats, mask = feats.to(device), mask.to(device)
+        counts = self.audio_lengths(mask).tolist()
+        prompts = [text.prompt_ids(self.tokenizer, n, self.cfg.prompt, self.cfg.audio_token) for n in counts]
+        width = max(map(len, prompts))
+        pad = self.tokenizer.pad_token_id
+        # left padding so every row's generation starts right after its prompt
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+        attn = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+        was_training = self.training
+        self.eval()
+        try:
+            with self._autocast(device):
+                embeds = self.embed(ids, feats, mask)
+                out = self.decoder.generate(
+                    inputs_embeds=embeds,
+                    attention_mask=attn,
+                    max_new_tokens=max_new_tokens or self.cfg.max_new_tokens,
+                    num_beams=num_beams,
+                    do_sample=False,
+                    eos_token_id=text.end_of_turn_id(self.tokenizer),
+                    pad_token_id=pad,
+                )
+        finally:
+            self.train(was_training)
+        # with inputs_embeds only, generate returns just the new tokens
+        return [self.tokenizer.decode(row, skip_special_tokens=True).strip() for row in out]
+
+    # ------------------------------------------------------------------ optimizer and reporting
+    def parameter_groups(self, tcfg: TrainingConfig) -> list[dict]:
+        """AdamW groups; no weight decay for biases, norms and embeddings."""
+        specs = {
+            "projector": (tcfg.learning_rate, tcfg.projector_weight_decay),
+            "decoder": (tcfg.decoder_learning_rate, tcfg.weight_decay),
+            "encoder": (tcfg.encoder_learning_rate, tcfg.weight_decay),
+        }
+        buckets: dict[str, list] = {}
+        for name, p in self.named_parameters():
+            if not p.requires_grad:
+                continue
+            part = name.split(".", 1)[0]
+            no_decay = p.ndim < 2 or "norm" in name or "embed" in name or name.endswith(".bias")
+            buckets.setdefault(part + ("_no_decay" if no_decay else ""), []).append(p)
+        groups = []
+        for key, params in buckets.items():
+            part = key.removesuffix("_no_decay")
+            lr, wd = specs[part]
+            groups.append({"name": key, "params": params, "lr": lr, "weight_decay": 0.0 if key != part else wd})
+        if not groups:
+            raise ConfigError("nothing to train: every part is frozen (check training.freeze_* and use_lora)")
+        return groups
+
+    def parameter_counts(self) -> dict[str, tuple[int, int]]:
+        """part -> (total, trainable); LoRA counted apart from the decoder it adapts."""
+        counts: dict[str, list[int]] = {k: [0, 0] for k in ("encoder", "projector", "decoder", "lora")}
+        for name, p in self.named_parameters():
+            part = "lora" if "lora_" in name else name.split(".", 1)[0]
+            counts[part][0] += p.numel()
+            counts[part][1] += p.numel() if p.requires_grad else 0
+        return {k: (v[0], v[1]) for k, v in counts.items()}
+
+    def parameter_table(self) -> str:
+        return format_table(self.parameter_counts(), self.dtypes())
+
+    def dtypes(self) -> dict[str, str]:
+        out = {}
+        for part, mod in (("encoder", self.encoder), ("projector", self.projector)):
+            out[part] = str(next(mod.parameters()).dtype).removeprefix("torch.")
+        out["decoder"] = str(self._base_lm().get_input_embeddings().weight.dtype).removeprefix("torch.")
+        lora = [p for n, p in self.named_parameters() if "lora_" in n]
+        out["lora"] = str(lora[0].dtype).removeprefix("torch.") if lora else "-"
+        return out
+
+    # save / load live in io.py (ZeRO-3 aware)
+    def save_pretrained(self, path):
+        from speechlm.model.io import save_pretrained
+
+        save_pretrained(self, path)
+
+    @classmethod
+    def from_pretrained(cls, path, device=None):
+        from speechlm.model.io import from_pretrained
+
+        return from_pretrained(path, device=device)
+
+
+def format_table(counts: dict, dtypes: dict | None = None) -> str:
+    dtypes = dtypes or {}
+    lines = [f"{'part':<10} {'total':>15} {'trainable':>15}  dtype"]
+    for part, (total, trainable) in counts.items():
+        lines.append(f"{part:<10} {total:>15,} {trainable:>15,}  {dtypes.get(part, '')}")
+    total = sum(v[0] for v in counts.values())
+    trainable = sum(v[1] for v in counts.values())
+    lines.append(f"{'total':<10} {total:>15,} {trainable:>15,}")
+    return "\n".join(lines)
