@@ -49,6 +49,9 @@ def build(recipe: str | Path | ShardRecipe, out_dir: str | Path | None = None, w
     groups, inputs, drops = _list_rows(cfg)
     tc_info, truecased = _truecase(cfg, groups, out)
     chunk_tasks = _chunk_tasks(cfg, groups, stage)
+    staged = sum(Path(t["meta"]).is_file() for t in chunk_tasks)
+    if staged:
+        log.info("resuming: %d of %d chunks already staged", staged, len(chunk_tasks))
     # spawn: the parent may hold threads (tqdm, datasets) that fork would copy mid-lock
     pool = mp.get_context("spawn").Pool(min(workers, len(chunk_tasks))) if workers > 1 and len(chunk_tasks) > 1 else None
     try:
@@ -121,7 +124,7 @@ def _list_rows(cfg: ShardRecipe):
 
 def _truecase(cfg: ShardRecipe, groups: dict, out: Path):
     """Re-case the labels of all-lowercase/all-uppercase sources in place; (manifest info, names)."""
-    if cfg.normalize.truecase == "off":
+    if not cfg.normalize.truecase:
         return None, []
     labels = {s.name: [r[2] for (name, _), rows in groups.items() if name == s.name for r in rows]
               for s in cfg.sources}
@@ -140,7 +143,7 @@ def _truecase(cfg: ShardRecipe, groups: dict, out: Path):
         if not text:
             raise ConfigError(
                 f"sources {', '.join(targets)} have uncased labels and no other source has cased ones: "
-                "set normalize.truecase_model, a source's truecase: false, or normalize.truecase: off")
+                "set normalize.truecase_model, or truecase: false on the source or in normalize")
         tc = truecase.train(text, model_path)
     for (name, split), rows in groups.items():
         if name in targets:

@@ -57,7 +57,8 @@ class NormalizeConfig:
     max_seconds: float = 19.0
     # drop: remove <unk>, <noise>, [laughter]-style tags from labels; keep: leave them in the text
     tags: Literal["drop", "keep"] = "drop"
-    truecase: Literal["auto", "off"] = "auto"
+    # re-case sources whose labels are all-lowercase or all-uppercase (see Source.truecase)
+    truecase: bool = True
     # a MosesTruecaser model file to use instead of training on the recipe's cased sources
     truecase_model: str | None = None
 

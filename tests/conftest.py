@@ -1,0 +1,41 @@
+"""Shared fixtures.
+
+`synthetic_shards`: a small shard set built once per session by the real shard pipeline from the
+shipped synthetic recipe (espeak-ng speech; a few seconds on 2 cores). It returns the output dir
+(`manifest.json` + `synthetic-{train,eval,test}-%06d.tar`): train 64 clips in 8 shards, eval 16
+clips in 2 shards, test 8 clips in 1 shard, so rank/worker splitting has something to split.
+"""
+from __future__ import annotations
+
+import os
+
+# never wait on Hub retries in tests (a hub id fails only after ~28 s otherwise)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+
+SYNTHETIC_SIZES = {"train": 64, "eval": 16, "test": 8}
+SYNTHETIC_SHARD_CLIPS = 8
+
+
+def small_synthetic_recipe():
+    """The shipped shards/synthetic.yaml, scaled down (same voices, grammar and seed)."""
+    from speechlm.shard import load_recipe
+
+    recipe, _ = load_recipe("synthetic")
+    recipe.name = "synthetic"
+    for split, n in SYNTHETIC_SIZES.items():
+        setattr(recipe.sources[0].synthetic, split, n)
+    recipe.output.shard_clips = SYNTHETIC_SHARD_CLIPS
+    recipe.output.work_chunk = 16
+    return recipe
+
+
+@pytest.fixture(scope="session")
+def synthetic_shards(tmp_path_factory):
+    from speechlm.shard import build
+
+    return build(small_synthetic_recipe(), tmp_path_factory.mktemp("shards") / "synthetic", workers=2)

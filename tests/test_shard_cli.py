@@ -1,0 +1,115 @@
+"""python -m speechlm.shard: shipped recipes, one-line errors (exit 2), resume after SIGKILL."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from speechlm.config import REPO_ROOT, ConfigError
+from speechlm.shard import ShardRecipe, Source, build, load_recipe
+
+SHIPPED = sorted((REPO_ROOT / "shards").glob("*.yaml"))
+
+
+def run_cli(*args, cwd=REPO_ROOT, **popen):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-m", "speechlm.shard", *map(str, args)], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def test_shipped_recipes_load():
+    names = {p.stem for p in SHIPPED}
+    assert {"synthetic", "librispeech", "loquacious_small", "multiasr"} <= names
+    for p in SHIPPED:
+        recipe, path = load_recipe(p.stem)  # by name, from shards/
+        assert path == p.resolve() and recipe.name == p.stem and recipe.sources
+    lq, _ = load_recipe("loquacious_small")
+    src = lq.sources[0]
+    assert (src.kind, src.path, src.subset, src.audio_column, src.text_column) == (
+        "hf", "speechbrain/LoquaciousSet", "small", "wav", "text")
+    assert src.splits == {"train": ["train"], "eval": ["dev"]}
+    mix, _ = load_recipe("multiasr", ["output.shard_clips=50"])
+    assert len({s.kind for s in mix.sources}) >= 3 and len({s.weight for s in mix.sources}) >= 2
+    assert mix.output.shard_clips == 50
+
+
+@pytest.mark.parametrize("recipe,override,needle", [
+    ({"sources": [{"name": "x", "kind": "synthetic", "synthetc": {}}]}, None, "sources[0].synthetc"),
+    ({"sources": [{"name": "x", "kind": "synthetic"}], "output": {"shard_clip": 5}}, None, "output.shard_clip"),
+    ({"sources": [{"name": "x", "kind": "hff", "path": "a", "splits": {"train": ["t"]}}]}, None, "sources[0].kind"),
+    ({"sources": [{"name": "x", "kind": "synthetic"}]}, "normalize.max_second=3", "normalize.max_second"),
+    ({"sources": [{"name": "x", "kind": "manifest", "splits": {"dev": ["a.jsonl"]}}]}, None, "sources[0].splits.dev"),
+])
+def test_mistyped_recipe_exits_2_with_one_line(tmp_path, recipe, override, needle):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    p = run_cli("--config", path, "--out", tmp_path / "out", *([override] if override else []))
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 2, err
+    assert len(err.strip().splitlines()) == 1 and needle in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_uncased_source_without_cased_text_is_a_clear_error(tmp_path):
+    (tmp_path / "up.jsonl").write_text(json.dumps({"audio": "a.flac", "text": "JOHN WENT TO LONDON"}) + "\n")
+    recipe = ShardRecipe(name="up", sources=[Source(name="up", kind="manifest", path=str(tmp_path),
+                                                    splits={"train": ["up.jsonl"]})])
+    with pytest.raises(ConfigError, match="uncased labels and no other source has cased ones"):
+        build(recipe, tmp_path / "out", workers=1)
+
+
+def _manifest_recipe(synthetic_shards: Path, root: Path) -> Path:
+    """A manifest source over the fixture's clips (no espeak): many small work chunks."""
+    rows = []
+    for tar in sorted(synthetic_shards.glob("*-train-*.tar")) + sorted(synthetic_shards.glob("*-eval-*.tar")):
+        with tarfile.open(tar) as t:
+            for m in t.getmembers():
+                if m.name.endswith(".flac"):
+                    (root / "audio").mkdir(parents=True, exist_ok=True)
+                    (root / "audio" / m.name).write_bytes(t.extractfile(m).read())
+                    meta = json.loads(t.extractfile(m.name[:-5] + ".json").read())
+                    rows.append({"audio": f"audio/{m.name}", "text": meta["text"], "id": meta["id"]})
+    (root / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    recipe = {"sources": [{"name": "man", "kind": "manifest", "path": str(root), "id_column": "id",
+                           "splits": {"train": ["all.jsonl"]}}],
+              "output": {"shard_clips": 10, "work_chunk": 2}}
+    (root / "resume.yaml").write_text(yaml.safe_dump(recipe))
+    return root / "resume.yaml"
+
+
+def test_killed_build_resumes_to_identical_shards(synthetic_shards, tmp_path, caplog):
+    recipe = _manifest_recipe(synthetic_shards, tmp_path / "in")
+    reference = build(recipe, tmp_path / "ref", workers=1)
+
+    out = tmp_path / "killed"
+    p = run_cli("--config", recipe, "--out", out, "--workers", "1", start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((out / ".stage").glob("*.json"))) < 3 and p.poll() is None:
+        time.sleep(0.01)
+    os.killpg(p.pid, signal.SIGKILL)  # the CLI and any worker it started, mid-build
+    p.communicate()
+    staged = len(list((out / ".stage").glob("*.json")))
+    assert not (out / "manifest.json").exists() and 3 <= staged < 40, "the build was not caught mid-way"
+
+    caplog.set_level("INFO", logger="speechlm.shard")
+    build(recipe, out, workers=2)
+    assert f"resuming: {staged} of 40 chunks already staged" in caplog.text
+    ref = {f.name: f.read_bytes() for f in reference.glob("*.tar")}
+    assert len(ref) == 8 and {f.name: f.read_bytes() for f in out.glob("*.tar")} == ref
+    assert (out / "manifest.json").read_bytes() == (reference / "manifest.json").read_bytes()
+    assert not (out / ".stage").exists() and not list(out.glob(".*.tmp"))
+
+    # a lost shard is rebuilt by the next run, the rest are kept as they are
+    (out / "man-train-000003.tar").unlink()
+    p = run_cli("--config", recipe, "--out", out, "--workers", "1")
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert {f.name: f.read_bytes() for f in out.glob("*.tar")} == ref

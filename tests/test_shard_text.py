@@ -1,0 +1,63 @@
+"""Label normalization and truecasing (speechlm.shard.normalize / truecase)."""
+import pytest
+
+from speechlm.shard import normalize as N
+from speechlm.shard import synthetic, truecase
+from speechlm.shard.schema import SyntheticConfig
+
+
+def test_normalize_nfkc_controls_tags_whitespace():
+    assert N.normalize_text("  ﬁne\u00a0day\t\n\u200bnow ") == "fine day now"  # NFKC ligature, nbsp, ZWSP
+    assert N.normalize_text("hello <unk> world [laughter] again <noise>.") == "hello world again."
+    assert N.normalize_text("hello <unk> world", tags="keep") == "hello <unk> world"
+    assert N.normalize_text("a\x00b\x1fc") == "a b c"
+    for empty in ("", "   ", "<noise>", "[laughter] <unk>", "\x00\t"):
+        assert N.normalize_text(empty) == ""
+    # a long bracketed passage is text, not a tag
+    long = "[" + " ".join(["word"] * 20) + "]"
+    assert N.normalize_text(long) == long
+
+
+def test_uncased_detection():
+    assert N.is_uncased(["JOHN WENT", "TO LONDON"])
+    assert N.is_uncased(["john went", "to london 2"])
+    assert not N.is_uncased(["JOHN WENT", "to london"])  # both cases across the source: cased
+    assert not N.is_uncased(["John went to London."])
+    assert not N.is_uncased(["123", "..."])  # nothing to re-case
+
+
+def test_truecaser_restores_names_and_capitalizes_first_word(tmp_path):
+    cased = ["Yesterday John went to London.", "Mary and John went to Paris today.",
+             "The dog went to the river.", "Did Peter see the car in London?"]
+    tc = truecase.train(cased, tmp_path / "tc.model")
+    assert (tmp_path / "tc.model").is_file()
+    assert truecase.apply(tc, "JOHN WENT TO LONDON") == "John went to London"
+    assert truecase.apply(tc, "did peter see the dog in paris?") == "Did Peter see the dog in Paris?"
+    # a saved model file reloads to the same result
+    tc2 = truecase.load(tmp_path / "tc.model", tmp_path / "copy.model")
+    assert truecase.apply(tc2, "THE CAR WENT TO LONDON") == "The car went to London"
+
+
+def test_synthetic_sentences_cased_punctuated_and_disjoint():
+    cfg = SyntheticConfig(train=300, eval=40, test=40, seed=3)
+    rows = {s: synthetic.rows(cfg, s) for s in ("train", "eval", "test")}
+    texts = {s: {r[1] for r in v} for s, v in rows.items()}
+    assert [len(texts[s]) for s in ("train", "eval", "test")] == [300, 40, 40]
+    assert not (texts["train"] & texts["eval"]) and not (texts["train"] & texts["test"])
+    assert not (texts["eval"] & texts["test"])
+    words = set()
+    for t in texts["train"] | texts["eval"]:
+        assert t[0].isupper() and t[-1] in ".?", t
+        n = len(t.split())
+        assert 3 <= n <= 8, t
+        words |= {w.strip(",.?").lower() for w in t.split()}
+    assert words <= {w.lower() for w in synthetic.VOCABULARY} and 30 <= len(words) <= 45
+    assert synthetic.rows(cfg, "eval") == rows["eval"]  # deterministic for a seed
+    assert synthetic.rows(SyntheticConfig(seed=4), "eval") != synthetic.rows(SyntheticConfig(seed=3), "eval")
+
+
+def test_bad_voice_is_a_config_error():
+    from speechlm.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"sources\[0\].synthetic.voices.*'zzz'"):
+        synthetic.check_espeak(["en-us", "zzz"], "sources[0]")
