@@ -84,9 +84,7 @@ def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict) -> Speec
     if tcfg.gradient_checkpointing:
         # non-reentrant: gradients reach LoRA and the projector even though the frozen embedding's
         # output does not require grad (pitfall 11)
-        lm = model._base_lm()
-        enable = getattr(lm, "activation_checkpointing_enable", None) or lm.gradient_checkpointing_enable
-        enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model._base_lm().activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     return model
 
 
