@@ -87,3 +87,20 @@ def test_loader_with_collator_in_workers(tmp_path, tok):
         n = [round(float(s) * 16000) for s in b["audio_seconds"]]
         assert (b["input_ids"] == text.audio_token_id(tok)).sum(1).tolist() == [audio_token_count(x, CONV, 1) for x in n]
         assert all(tok.decode(row[row != -100].tolist()) == f"clip {i}<|im_end|>" for row, i in zip(b["labels"], b["ids"]))
+
+
+def test_real_shards_two_ranks(synthetic_shards, tok):
+    """The shard pipeline's output (speechlm.shard) through the reader and the real collator."""
+    import json
+
+    manifest = json.loads((synthetic_shards / "manifest.json").read_text())
+    ids = [i for sh in manifest["splits"]["train"]["shards"] for i in sh["ids"]]
+    ls = [TrainLoader([DataSet(str(synthetic_shards))], make(tok), batch_size=4, rank=r, world_size=2,
+                      num_workers=2, seed=3) for r in range(2)]
+    steps = ls[0].steps_per_epoch
+    runs = [list(l) for l in ls]
+    assert [len(r) for r in runs] == [steps, steps]
+    seen = sorted(i for r in runs for b in r for i, w in zip(b["ids"], b["weight"].tolist()) if w > 0)
+    assert seen == sorted(ids)
+    b = runs[0][0]
+    assert b["input_features"].shape[-1] == 320 and b["labels"].ne(-100).any()

@@ -167,15 +167,15 @@ class Block:
 
 
 def cut_batches(durations: np.ndarray, batch_size: int, batch_seconds: float) -> list[slice]:
-    """Consecutive slices: `batch_size` clips each, or as many as fit in `batch_seconds` of audio."""
+    """Consecutive slices of duration-sorted clips: `batch_size` clips each, or as many as fit in
+    `batch_seconds` of PADDED audio (clips x the longest), which is what the model computes on."""
     n = len(durations)
     if batch_seconds and batch_seconds > 0:
-        out, start, total = [], 0, 0.0
+        out, start = [], 0
         for i, d in enumerate(durations):
-            if i > start and total + d > batch_seconds:
+            if i > start and (i - start + 1) * float(d) > batch_seconds:
                 out.append(slice(start, i))
-                start, total = i, 0.0
-            total += float(d)
+                start = i
         if start < n:
             out.append(slice(start, n))
         return out
