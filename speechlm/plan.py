@@ -13,10 +13,11 @@ Memory model, per device (N = world size, T = trainable params, F = frozen param
   gradients       T * bytes(compute)                                  / N at ZeRO-2, 3
   optimizer       T * (4 fp32 master if bf16, + 8 AdamW m and v)      / N at ZeRO-1, 2, 3
                   (0 on the GPU with optimizer offload: it lives in host RAM)
-  activations     tokens * ACT_FACTOR * sum over decoder layers of (hidden + the out_features of
-                  every Linear in the layer + lora_rank per LoRA-wrapped Linear) * bytes(compute)
-                  -- backward keeps about one copy of each projection's output (attention and
-                  MLP inputs, gate/up products, norms); ACT_FACTOR is calibrated (see below).
+  activations     tokens * bytes(compute) * sum over decoder layers of ACT_FACTOR * (hidden + the
+                  out_features of every Linear in the layer + lora_rank per LoRA-wrapped Linear)
+                  -- backward keeps about two copies of each projection's output (attention and
+                  MLP inputs, gate/up products, norms) -- plus, for Qwen3.5's linear-attention
+                  layers run by transformers' torch kernels, value_heads * (22 * head_dim + 100).
                   The frozen encoder runs without grad: only its transient peak counts (max).
   logits          label tokens * vocab * LOGIT_BYTES (logits in the compute dtype, their fp32
                   upcast for the loss and its fp32 gradient), the model computes them only there.
@@ -24,9 +25,10 @@ Memory model, per device (N = world size, T = trainable params, F = frozen param
 The worst micro-batch is the longest clip (the 19 s cap, or the manifest's longest) times the
 per-device batch: length bucketing puts long clips together, so that batch does happen.
 
-Calibration: ACT_FACTOR (per decoder type) was fitted once by counting the bytes autograd saves
-(saved-tensor hooks, parameters excluded) for one forward of small Qwen3 and Qwen3.5 decoders with
-LoRA r16 all-linear (hidden 256, 2-4 layers, 64-512 tokens: exactly linear in tokens, no constant).
+Calibration: the constants were fitted once by counting the bytes autograd saves (saved-tensor
+hooks, parameters excluded) in one forward of small Qwen3 / Qwen3.5 decoders with LoRA all-linear
+(hidden 64-256, head_dim 16-128, 64-512 tokens: exactly linear in tokens, no constant term).
+With flash-linear-attention installed the linear-attention term shrinks (not measurable here).
 tests/test_plan.py re-measures it on the tiny twin (within 15%) and checks the whole-step peak,
 measured on CPU with the torch profiler, against this plan (within 30%).
 """
@@ -45,10 +47,14 @@ from speechlm.config import Config, ConfigError, REPO_ROOT, cli_errors, load
 from speechlm.features import audio_token_count
 
 GIB = 1024**3
-# bytes autograd saves per (token x element of the per-layer sum), measured as described above:
-# Qwen3 1.85, Qwen3.5 2.79 (its gated-delta-rule layers through transformers' torch kernels)
-ACT_FACTOR = {"qwen3": 1.85, "qwen3_5_text": 2.8}
-ACT_FACTOR_DEFAULT = 2.8
+# elements autograd saves per token, per element of the per-layer sum (measured as described above:
+# 1.85 for Qwen3 layers, 1.90-1.99 for Qwen3.5's full-attention layers)
+ACT_FACTOR = 1.95
+# Qwen3.5's gated-delta-rule layers through transformers' torch reference kernels (no
+# flash-linear-attention) save chunked intermediates on top: per value head, per token,
+# LINEAR_ATTN_PER_DIM * head_dim + LINEAR_ATTN_PER_HEAD elements (fitted on head_dim 16-128)
+LINEAR_ATTN_PER_DIM = 22.0
+LINEAR_ATTN_PER_HEAD = 100
 LOGIT_BYTES = {2: 10, 4: 12}  # by compute-dtype bytes: logits + fp32 upcast + fp32 grad
 CUDA_OVERHEAD_GIB = 1.5
 FRAGMENTATION = 0.10
@@ -197,8 +203,7 @@ class Shapes:
     frozen_params: int
     decoder_hidden: int
     vocab_size: int
-    act_elems_per_token: int  # sum over decoder layers (see the module docstring)
-    act_factor: float
+    act_elems_per_token: float  # saved elements per token, all decoder layers (module docstring)
     enc_act_elems_per_frame: int
     enc_frames_per_second: float
     download_bytes: int | None
@@ -225,9 +230,13 @@ def model_shapes(cfg: Config) -> Shapes:
     enc_h = _sub_config(enc_cfg, "encoder_config", "audio_config").hidden_size
     tcfg = dec_cfg.get_text_config(decoder=True)
     h = tcfg.hidden_size
-    # projector: frames stacked by pool_stride -> hidden_dim -> decoder hidden (two linears, bias)
-    k = m.projector_pool_stride
-    n_proj = (enc_h * k + 1) * m.projector_hidden_dim + (m.projector_hidden_dim + 1) * h
+    import torch
+
+    from speechlm.model.projector import Projector
+
+    with torch.device("meta"):
+        proj = Projector(enc_h, h, m.projector_hidden_dim, m.projector_pool_stride)
+    n_proj = sum(p.numel() for p in proj.parameters())
     use_lora = cfg.training.use_lora if cfg.training.use_lora is not None else m.use_lora
     # per decoder layer: the residual stream + every Linear's output (+ the LoRA bottleneck)
     layers = dec.model.layers
@@ -238,7 +247,9 @@ def model_shapes(cfg: Config) -> Shapes:
             (n, l) for n, l in lins if use_lora and n.split(".")[-1] in (m.lora_target_modules or [])
         ]
         n_lora += sum(m.lora_rank * (l.in_features + l.out_features) for _, l in wrapped)
-        act += h + sum(l.out_features for _, l in lins) + m.lora_rank * len(wrapped)
+        act += ACT_FACTOR * (h + sum(l.out_features for _, l in lins) + m.lora_rank * len(wrapped))
+        if hasattr(layer, "linear_attn"):
+            act += tcfg.linear_num_value_heads * (LINEAR_ATTN_PER_DIM * tcfg.linear_value_head_dim + LINEAR_ATTN_PER_HEAD)
     enc_layer = _sub_config(enc_cfg, "encoder_config", "audio_config")
     # the frozen encoder runs under no_grad: one layer's transient (qkv, attention out, the FFN)
     enc_act = 4 * enc_h + 2 * getattr(enc_layer, "intermediate_size", 4 * enc_h)
@@ -258,7 +269,7 @@ def model_shapes(cfg: Config) -> Shapes:
     return Shapes(
         encoder_params=n_enc, decoder_params=n_dec, projector_params=n_proj, lora_params=n_lora,
         trainable_params=trainable, frozen_params=frozen, decoder_hidden=h, vocab_size=tcfg.vocab_size,
-        act_elems_per_token=act, act_factor=ACT_FACTOR.get(tcfg.model_type, ACT_FACTOR_DEFAULT), enc_act_elems_per_frame=enc_act, enc_frames_per_second=50.0, download_bytes=dl, sources=sources,
+        act_elems_per_token=act, enc_act_elems_per_frame=enc_act, enc_frames_per_second=50.0, download_bytes=dl, sources=sources,
     )
 
 
@@ -293,23 +304,31 @@ def clip_tokens(cfg: Config, seconds: float) -> tuple[int, int]:
 
 def step_memory(cfg: Config, shapes: Shapes, *, batch: int, world: int, clip_seconds: float,
                 device: str = "cuda") -> dict:
-    """Peak bytes per device for one training micro-batch of `batch` clips of `clip_seconds`."""
+    """Peak bytes per device for a micro-batch of `batch` clips of `clip_seconds` (the worst case)."""
+    if cfg.data.batching == "seconds" and cfg.data.batch_seconds > 0:
+        batch = max(1, int(cfg.data.batch_seconds // clip_seconds))
+    seq, labels = clip_tokens(cfg, clip_seconds)
+    return batch_memory(cfg, shapes, world=world, tokens=batch * seq, label_tokens=batch * labels,
+                        audio_seconds=batch * clip_seconds, device=device)
+
+
+def batch_memory(cfg: Config, shapes: Shapes, *, world: int, tokens: int, label_tokens: int,
+                 audio_seconds: float, device: str = "cuda") -> dict:
+    """Peak bytes per device for one step on `tokens` (padded) decoder positions, `label_tokens`
+    of them labels, and `audio_seconds` (padded) through the encoder."""
     t = cfg.training
     compute = 2 if t.bf16 else 4
     mem = zero_memory(shapes.frozen_params, shapes.trainable_params, stage=cfg.deepspeed.zero_stage, world=world,
                       model_bytes=2 if (t.bf16 and cfg.model.model_dtype != "float32") else 4,
                       compute_bytes=compute, offload=cfg.deepspeed.offload)
-    if cfg.data.batching == "seconds" and cfg.data.batch_seconds > 0:
-        batch = max(1, int(cfg.data.batch_seconds // clip_seconds))
-    seq, labels = clip_tokens(cfg, clip_seconds)
-    decoder = batch * seq * shapes.act_elems_per_token * compute * shapes.act_factor
-    encoder = batch * clip_seconds * shapes.enc_frames_per_second * shapes.enc_act_elems_per_frame * compute
+    decoder = tokens * shapes.act_elems_per_token * compute
+    encoder = audio_seconds * shapes.enc_frames_per_second * shapes.enc_act_elems_per_frame * compute
     mem["activations"] = max(decoder, encoder)
-    mem["logits"] = batch * labels * shapes.vocab_size * LOGIT_BYTES[compute]
+    mem["logits"] = label_tokens * shapes.vocab_size * LOGIT_BYTES[compute]
     dynamic = sum(mem.values())
     mem["runtime_overhead"] = (CUDA_OVERHEAD_GIB * GIB + FRAGMENTATION * dynamic) if device == "cuda" else 0.0
     mem["total"] = dynamic + mem["runtime_overhead"]
-    mem["tokens_per_device_batch"] = batch * seq
+    mem["tokens_per_device_batch"] = tokens
     return mem
 
 
