@@ -49,6 +49,8 @@ def test_every_clip_once_equal_steps(tmp_path, sizes):
             if 0.0 in batch["weight"]:
                 assert batch["weight"] == [0.0] * len(batch["weight"])
     assert sum(ls[0].stats.values()) - ls[0].stats["shards_read"] - ls[0].stats["clips_decoded"] == 0
+    # from an epoch's start the DataLoader hands batches over in exactly the planned step order
+    assert all(l.stats["out_of_order"] == 0 for l in ls)
 
 
 def test_batches_bucketed_and_sized(tmp_path):
@@ -136,6 +138,19 @@ def test_bad_shards_skipped_counted_steps_equal(tmp_path):
     stats = ls[0].stats + ls[1].stats
     assert stats["missing_clips"] == len(lost)
     assert stats["tar_errors"] >= 2
+
+
+def test_corrupt_clips_dropped_counted(tmp_path):
+    path = write_set(tmp_path, "a", [4] * 4, corrupt=(2, 9))
+    ls = loaders([DataSet(str(path))], batch_size=1)  # batches of one: both become weight-0 batches
+    steps = ls[0].steps_per_epoch
+    per_rank = run_epoch(ls)
+    assert [len(b) for b in per_rank] == [steps] * WORLD
+    seen = sorted(i for b in per_rank for i in real_ids(b))
+    ids = all_ids(path)
+    assert seen == sorted(set(ids) - {ids[2], ids[9]})
+    stats = ls[0].stats + ls[1].stats
+    assert stats["bad_clips"] == 2 and stats["empty_batches"] == 2
 
 
 def test_mixing_weights(tmp_path):

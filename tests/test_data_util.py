@@ -19,10 +19,11 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def write_set(root: Path, name: str, sizes: list[int], *, split: str = "train", seed: int = 0,
-              min_s: float = 0.2, max_s: float = 1.2, audio: bool = True) -> Path:
+              min_s: float = 0.2, max_s: float = 1.2, audio: bool = True, corrupt: tuple = ()) -> Path:
     """A shard set of len(sizes) tars with sizes[i] clips of random duration; returns its dir.
 
     audio=False writes only manifest.json (no tars): a manifest-only set for plan-level tests.
+    corrupt: clip numbers whose .flac member holds bytes that are not audio.
     """
     out = Path(root) / name
     out.mkdir(parents=True, exist_ok=True)
@@ -40,7 +41,7 @@ def write_set(root: Path, name: str, sizes: list[int], *, split: str = "train", 
             durs.append(dur)
             if tar is not None:
                 wave = (0.1 * rng.standard_normal(int(dur * SAMPLE_RATE))).astype(np.float32)
-                _add(tar, f"{cid}.flac", encode_flac(wave))
+                _add(tar, f"{cid}.flac", b"not a flac file" if n - 1 in corrupt else encode_flac(wave))
                 meta = {"id": cid, "text": f"clip {cid}", "duration": dur, "source": name, "orig_id": cid}
                 _add(tar, f"{cid}.json", json.dumps(meta).encode())
         if tar is not None:

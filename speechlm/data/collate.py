@@ -26,6 +26,7 @@ class Collator:
         self.pool_stride = int(pool_stride)
         self.features = feature_extractor or FeatureExtractor()
         self.pad_id = tokenizer.pad_token_id
+        self.min_samples = self.features.hop_length  # shorter clips have no feature frame: the reader drops them
         text.audio_token_id(tokenizer, audio_token)  # fail here, not in a worker, if it is missing
         # the prompt depends only on the placeholder count, which takes few distinct values
         self._prompts: dict[int, list[int]] = {}

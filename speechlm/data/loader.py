@@ -39,6 +39,8 @@ def _batches(dataset: PlanDataset, num_workers: int, prefetch_factor: int, first
         batch.pop("_step", None)
         stats.update(batch.pop("_stats", {}))
         pending[int(step)] = batch
+        if int(step) != want:  # the plan's round robin should match the DataLoader's: count if not
+            stats["out_of_order"] += 1
         while want in pending:
             yield want, pending.pop(want)
             want += 1
@@ -67,7 +69,7 @@ class TrainLoader:
         self.seed, self.block = int(seed), int(shuffle_shards_per_block)
         self.epoch, self.step_in_epoch = 0, 0
         # skipped input (tar_errors, missing_clips, bad_clips, empty_batches) and work done
-        # (shards_read, clips_decoded), summed over this rank's workers
+        # (shards_read, clips_decoded; out_of_order: batches the reorder buffer held), summed over workers
         self.stats: Counter = Counter()
         self._plan: EpochPlan | None = None
 

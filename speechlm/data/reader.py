@@ -140,6 +140,9 @@ class PlanDataset(torch.utils.data.IterableDataset):
             meta = json.loads(m["json"])
             stats["clips_decoded"] += 1
             wave = audio_io.load(m["flac"])
+            shortest = getattr(self.collator, "min_samples", 0)
+            if len(wave) < shortest:
+                raise audio_io.AudioError(f"{len(wave)} samples, fewer than the {shortest} the features need")
             return {"id": clip_id, "text": str(meta["text"]), "audio": wave}
         except (audio_io.AudioError, ValueError, KeyError, TypeError) as e:
             stats["bad_clips"] += 1
