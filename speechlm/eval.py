@@ -2,7 +2,8 @@
 
     python -m speechlm.eval -m MODEL_DIR -d DATASET [-d DATASET ...] [-n N] [--batch-size B] [--json]
 
-MODEL_DIR is an exported checkpoint (`checkpoints/step-N/model`, a final `model/`, or a Hub id).
+MODEL_DIR is an exported model (`checkpoints/step-N/model`), a checkpoint `step-N`, a run folder
+(its latest checkpoint), or a Hub id.
 DATASET is a built shard set (a folder with manifest.json), a data recipe (`shards/NAME.yaml` or
 NAME; its `test` split is reserved for this), or a JSONL/TSV manifest of audio paths and texts.
 """
@@ -65,13 +66,10 @@ def dataset_clips(spec: str, split: str | None = None) -> tuple[str, Iterator]:
     # a data recipe: build its shards if they are not there yet (the test split is reserved for eval)
     from speechlm import shard
 
-    recipe_path = p if p.suffix in (".yaml", ".yml") else REPO_ROOT / "shards" / f"{spec}.yaml"
-    if not recipe_path.is_file():
+    if not (p.suffix in (".yaml", ".yml") and p.is_file()) and not (REPO_ROOT / "shards" / f"{spec}.yaml").is_file():
         raise ConfigError(f"dataset '{spec}' is not a shard folder, a manifest or a data recipe")
-    out = shard.default_out_dir(recipe_path)
-    if not (out / "manifest.json").is_file():
-        shard.build(recipe_path, out)
-    return recipe_path.stem, _shard_clips(out, split or "test")
+    out = shard.build(spec)  # returns at once when the shards are up to date
+    return out.name, _shard_clips(out, split or "test")
 
 
 def _batches(it, n: int | None, size: int):
@@ -125,7 +123,19 @@ def load_model(model_dir: str):
         from huggingface_hub import snapshot_download
 
         p = Path(snapshot_download(model_dir))
-    return SpeechLM.from_pretrained(p)
+    return SpeechLM.from_pretrained(resolve_model_dir(p))
+
+
+def resolve_model_dir(p: Path) -> Path:
+    """An export folder, a checkpoint `step-N/` (its `model/`), or a run dir (its latest checkpoint)."""
+    if (p / "speechlm.json").is_file():
+        return p
+    if (p / "model" / "speechlm.json").is_file():
+        return p / "model"
+    latest = p / "checkpoints" / "latest"
+    if latest.is_file():
+        return resolve_model_dir(p / "checkpoints" / latest.read_text().strip())
+    raise ConfigError(f"{p} is not a speechlm export (no speechlm.json, model/, or checkpoints/latest)")
 
 
 def print_table(results: list[dict]) -> None:
@@ -152,6 +162,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.n is not None and args.n <= 0:
         raise ConfigError(f"-n must be positive, got {args.n}")
+    for d in args.dataset:  # validate first: a wrong dataset fails before the model loads
+        dataset_clips(d, args.split)
     torch.manual_seed(0)
     model = load_model(args.model)
     results = [evaluate(model, d, args.n, args.batch_size, args.split) for d in args.dataset]
