@@ -55,6 +55,7 @@ ACT_FACTOR = 1.95
 # LINEAR_ATTN_PER_DIM * head_dim + LINEAR_ATTN_PER_HEAD elements (fitted on head_dim 16-128)
 LINEAR_ATTN_PER_DIM = 22.0
 LINEAR_ATTN_PER_HEAD = 100
+LINEAR_ATTN_CHUNK = 64  # the torch kernel pads each sequence to a multiple of its chunk
 LOGIT_BYTES = {2: 10, 4: 12}  # by compute-dtype bytes: logits + fp32 upcast + fp32 grad
 CUDA_OVERHEAD_GIB = 1.5
 FRAGMENTATION = 0.10
@@ -204,7 +205,9 @@ class Shapes:
     decoder_hidden: int
     vocab_size: int
     act_elems_per_token: float  # saved elements per token, all decoder layers (module docstring)
-    enc_act_elems_per_frame: int
+    act_chunked_elems_per_token: float  # the linear-attention part, per position padded to a chunk
+    enc_act_elems_per_frame: float
+    encoder_trained: bool
     enc_frames_per_second: float
     download_bytes: int | None
     sources: dict = field(default_factory=dict)
@@ -240,7 +243,7 @@ def model_shapes(cfg: Config) -> Shapes:
     use_lora = cfg.training.use_lora if cfg.training.use_lora is not None else m.use_lora
     # per decoder layer: the residual stream + every Linear's output (+ the LoRA bottleneck)
     layers = dec.model.layers
-    act, n_lora = 0, 0
+    act, act_chunked, n_lora = 0.0, 0.0, 0
     for layer in layers:
         lins = _linear_layers(layer)
         wrapped = lins if use_lora and _lora_targets_all(m.lora_target_modules) else [
@@ -249,11 +252,13 @@ def model_shapes(cfg: Config) -> Shapes:
         n_lora += sum(m.lora_rank * (l.in_features + l.out_features) for _, l in wrapped)
         act += ACT_FACTOR * (h + sum(l.out_features for _, l in lins) + m.lora_rank * len(wrapped))
         if hasattr(layer, "linear_attn"):
-            act += tcfg.linear_num_value_heads * (LINEAR_ATTN_PER_DIM * tcfg.linear_value_head_dim + LINEAR_ATTN_PER_HEAD)
+            act_chunked += tcfg.linear_num_value_heads * (LINEAR_ATTN_PER_DIM * tcfg.linear_value_head_dim + LINEAR_ATTN_PER_HEAD)
     enc_layer = _sub_config(enc_cfg, "encoder_config", "audio_config")
-    # the frozen encoder runs under no_grad: one layer's transient (qkv, attention out, the FFN)
-    enc_act = 4 * enc_h + 2 * getattr(enc_layer, "intermediate_size", 4 * enc_h)
     train = cfg.training
+    if train.freeze_audio_encoder:  # run under no_grad: one layer's transient (qkv, attention, FFN)
+        enc_act = 4 * enc_h + 2 * getattr(enc_layer, "intermediate_size", 4 * enc_h)
+    else:  # trained: every layer's saved activations, as for the decoder
+        enc_act = ACT_FACTOR * sum(enc_h + sum(l.out_features for _, l in _linear_layers(layer)) for layer in enc.layers)
     n_lora = n_lora if use_lora else 0
     trainable = (0 if train.freeze_projector else n_proj) + n_lora
     trainable += 0 if train.freeze_audio_encoder else n_enc
@@ -269,7 +274,7 @@ def model_shapes(cfg: Config) -> Shapes:
     return Shapes(
         encoder_params=n_enc, decoder_params=n_dec, projector_params=n_proj, lora_params=n_lora,
         trainable_params=trainable, frozen_params=frozen, decoder_hidden=h, vocab_size=tcfg.vocab_size,
-        act_elems_per_token=act, enc_act_elems_per_frame=enc_act, enc_frames_per_second=50.0, download_bytes=dl, sources=sources,
+        act_elems_per_token=act, act_chunked_elems_per_token=act_chunked, enc_act_elems_per_frame=enc_act, encoder_trained=not train.freeze_audio_encoder, enc_frames_per_second=50.0, download_bytes=dl, sources=sources,
     )
 
 
@@ -308,22 +313,26 @@ def step_memory(cfg: Config, shapes: Shapes, *, batch: int, world: int, clip_sec
     if cfg.data.batching == "seconds" and cfg.data.batch_seconds > 0:
         batch = max(1, int(cfg.data.batch_seconds // clip_seconds))
     seq, labels = clip_tokens(cfg, clip_seconds)
-    return batch_memory(cfg, shapes, world=world, tokens=batch * seq, label_tokens=batch * labels,
+    return batch_memory(cfg, shapes, world=world, batch=batch, seq_len=seq, label_tokens=batch * labels,
                         audio_seconds=batch * clip_seconds, device=device)
 
 
-def batch_memory(cfg: Config, shapes: Shapes, *, world: int, tokens: int, label_tokens: int,
+def batch_memory(cfg: Config, shapes: Shapes, *, world: int, batch: int, seq_len: int, label_tokens: int,
                  audio_seconds: float, device: str = "cuda") -> dict:
-    """Peak bytes per device for one step on `tokens` (padded) decoder positions, `label_tokens`
-    of them labels, and `audio_seconds` (padded) through the encoder."""
+    """Peak bytes per device for one step on `batch` sequences padded to `seq_len`, `label_tokens`
+    label positions in all, and `audio_seconds` (padded) through the encoder."""
+    tokens = batch * seq_len
+    chunked = batch * -(-seq_len // LINEAR_ATTN_CHUNK) * LINEAR_ATTN_CHUNK
     t = cfg.training
     compute = 2 if t.bf16 else 4
     mem = zero_memory(shapes.frozen_params, shapes.trainable_params, stage=cfg.deepspeed.zero_stage, world=world,
                       model_bytes=2 if (t.bf16 and cfg.model.model_dtype != "float32") else 4,
                       compute_bytes=compute, offload=cfg.deepspeed.offload)
-    decoder = tokens * shapes.act_elems_per_token * compute
+    decoder = (tokens * shapes.act_elems_per_token + chunked * shapes.act_chunked_elems_per_token) * compute
     encoder = audio_seconds * shapes.enc_frames_per_second * shapes.enc_act_elems_per_frame * compute
-    mem["activations"] = max(decoder, encoder)
+    # a frozen encoder's transient is gone before the decoder's activations pile up; a trained
+    # encoder's saved activations stay until the backward reaches them
+    mem["activations"] = decoder + encoder if shapes.encoder_trained else max(decoder, encoder)
     mem["logits"] = label_tokens * shapes.vocab_size * LOGIT_BYTES[compute]
     dynamic = sum(mem.values())
     mem["runtime_overhead"] = (CUDA_OVERHEAD_GIB * GIB + FRAGMENTATION * dynamic) if device == "cuda" else 0.0
