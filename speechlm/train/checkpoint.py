@@ -8,7 +8,6 @@ A save builds `checkpoints/.tmp-step-N/` (DeepSpeed state in `ds/`, the exported
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
 import os
@@ -100,16 +99,6 @@ def _barrier() -> None:
         dist.barrier()
 
 
-def gathered_params(engine, module: torch.nn.Module):
-    """Full parameters on every rank while exporting: ZeRO-3 keeps only shards outside a gather,
-    and saving them naively writes empty adapters (peft #2892, DeepSpeed #7900)."""
-    if engine is not None and engine.zero_optimization_partition_weights():
-        import deepspeed
-
-        return deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None)
-    return contextlib.nullcontext()
-
-
 # --------------------------------------------------------------------------- manager
 
 
@@ -174,12 +163,10 @@ class CheckpointManager:
             except Exception as e:  # torch.save reports a full disk as RuntimeError, not OSError
                 ok, err = False, repr(e)
         if _all_ok(ok):
-            with gathered_params(engine, model):
-                if self.rank == 0:
-                    try:
-                        model.save_pretrained(str(tmp / "model"))
-                    except Exception as e:  # safetensors' writer errors are not OSErrors either
-                        ok, err = False, repr(e)
+            try:  # collective: under ZeRO-3 the model gathers its shards on every rank; rank 0 writes
+                model.save_pretrained(str(tmp / "model"))
+            except Exception as e:  # safetensors' writer errors are not OSErrors either
+                ok, err = False, repr(e)
         if _all_ok(ok):
             ranks = [None] * self.world
             if self.world > 1:

@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import signal
 import time
 from datetime import datetime
@@ -52,11 +53,14 @@ class _StopFlag:
 
     def __init__(self):
         self.signum = 0
-        for s in STOP_SIGNALS:
-            signal.signal(s, self._handle)
+        self.previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
 
     def _handle(self, signum, frame):
         self.signum = signum
+
+    def restore(self):
+        for s, h in self.previous.items():
+            signal.signal(s, h)
 
 
 def _to_device(batch: dict, device) -> dict:
@@ -72,6 +76,7 @@ class Trainer:
     def setup(self) -> None:
         cfg, t = self.cfg, self.t
         engine_mod.default_launcher_env()
+        self.check_config()
         ensure_shards(cfg)  # before any collective: building data must not time out NCCL (pitfall 7)
         self.rank, self.world, self.device = engine_mod.init_distributed()
         setup_logging(self.rank)
@@ -120,6 +125,20 @@ class Trainer:
                           f"{self.total_steps} steps ({self.steps_per_epoch}/epoch); ZeRO-{cfg.deepspeed.zero_stage}")
         self.metrics.log(self.step, {"effective_batch_size": effective, "world_size": self.world,
                                      "total_steps": self.total_steps})
+
+    def check_config(self) -> None:
+        """Mistakes that need a file (ds JSON) or the model package, found before shards, process
+        group or model are built, so a bad command fails in seconds with one line."""
+        from speechlm.model.build import trainable_parts
+
+        if not self.cfg.data.train:
+            raise ConfigError("data.train: no shard sets given")
+        engine_mod.build_ds_config(self.cfg, int(os.environ.get("WORLD_SIZE", "1")))
+        trainable_parts(self.cfg.model, self.t)
+        if self.t.resume_from_checkpoint not in (None, "auto"):  # an explicit path must hold a checkpoint
+            ckpt_mod.CheckpointManager(".").resolve(self.t.resume_from_checkpoint)
+        if self.t.push_to_hub and not self.t.hub_model_id:
+            raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
 
     def _run_dir(self) -> Path:
         name = self.t.run_name
@@ -196,6 +215,7 @@ class Trainer:
             if last_saved != self.step:
                 self.save()
         self.finish()
+        stop.restore()
         return code
 
     def _next_batch(self, batches):

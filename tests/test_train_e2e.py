@@ -1,0 +1,152 @@
+"""The trainer end to end, in this process (world size 1, gloo): the real tiny twin, the real reader on
+the synthetic shards. One straight run feeds most assertions; a second run resumes from its middle."""
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from speechlm import config as config_mod
+from speechlm.config import Config
+from speechlm.train.loop import Trainer
+
+STEPS = 25  # one epoch: 400 train clips / batch 16
+OVERRIDES = [
+    "training.per_device_train_batch_size=16", f"training.max_steps={STEPS}", "training.warmup_steps=3",
+    "training.learning_rate=3e-3", "training.eval_steps=12", "training.save_steps=12", "training.logging_steps=1",
+    "training.save_total_limit=null", "data.max_eval_samples_per_dataset=16", "data.num_workers=1",
+    "training.freeze_audio_encoder=true",  # the tiny recipe trains it; here it is the frozen part under test
+]
+
+
+def run(tmp: Path, name: str, *extra) -> Trainer:
+    shards = tmp / "synthetic"  # a private copy: other tests may rebuild shards/synthetic meanwhile
+    cfg = config_mod.load(Config, "tiny", None, OVERRIDES + [
+        f"training.output_dir={tmp}", f"training.run_name={name}", f"data.train=[{{path: {shards}, split: train}}]",
+        f"data.eval=[{{path: {shards}, split: eval}}]", *extra])
+    trainer = Trainer(cfg)
+    assert trainer.run() == 0
+    return trainer
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def ledger(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "clips.rank0.jsonl").read_text().splitlines()]
+
+
+def losses(rows) -> dict[int, float]:
+    return {r["step"]: r["train/loss"] for r in rows if "train/loss" in r}
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("runs")
+    from speechlm.shard import build
+
+    build("shards/synthetic.yaml", tmp / "synthetic")
+    trainer = run(tmp, "straight")
+    yield trainer, tmp
+    torch.distributed.destroy_process_group()
+
+
+def test_loss_falls_and_metrics_are_logged(straight):
+    trainer, _ = straight
+    rows = metrics(trainer.run_dir)
+    loss = losses(rows)
+    assert sorted(loss) == list(range(1, STEPS + 1))
+    first, last = sum(loss[s] for s in range(1, 6)) / 5, sum(loss[s] for s in range(STEPS - 4, STEPS + 1)) / 5
+    assert last < first - 0.5, (first, last)
+    evals = [r["eval/loss"] for r in rows if "eval/loss" in r]
+    assert len(evals) == 3 and all(math.isfinite(e) for e in evals)  # steps 12, 24 and the final one
+    assert evals[-1] < evals[0]
+    step = next(r for r in rows if r["step"] == 5)
+    for key in ("train/grad_norm", "perf/samples_per_s", "perf/audio_seconds_per_s", "perf/tokens_per_s",
+                "perf/step_time_s", "perf/peak_memory_gb"):
+        assert math.isfinite(step[key]) and step[key] > 0, key
+    assert rows[0]["effective_batch_size"] == 16
+    assert (trainer.run_dir / "config.yaml").is_file()
+
+
+def test_group_learning_rates_follow_the_schedule(straight):
+    trainer, _ = straight
+    t = trainer.cfg.training
+    rows = {r["step"]: r for r in metrics(trainer.run_dir) if "train/loss" in r}
+
+    def expected(base, done):  # lr used by the update of step `done` (the scheduler starts at 0)
+        s = done - 1
+        if s < t.warmup_steps:
+            return base * s / t.warmup_steps
+        return base * 0.5 * (1 + math.cos(math.pi * (s - t.warmup_steps) / (STEPS - t.warmup_steps)))
+
+    for step in (1, 2, 4, 10, 20):
+        # the row logs the lr after the step's update, i.e. the one the next step uses
+        assert rows[step]["train/learning_rate/projector"] == pytest.approx(expected(t.learning_rate, step + 1), abs=1e-12)
+        assert rows[step]["train/learning_rate/decoder"] == pytest.approx(expected(t.decoder_learning_rate, step + 1), abs=1e-12)
+
+
+def test_frozen_weights_bit_identical_and_trained_ones_moved(straight):
+    trainer, _ = straight
+    from transformers import set_seed
+
+    from speechlm.model import build_model
+
+    set_seed(trainer.cfg.training.seed)
+    fresh = dict(build_model(trainer.cfg).named_parameters())
+    frozen = moved = 0
+    for name, p in trainer.engine.module.named_parameters():
+        if p.requires_grad:
+            moved += not torch.equal(p.detach(), fresh[name].detach())
+        else:
+            assert torch.equal(p.detach(), fresh[name].detach()), name
+            frozen += 1
+    assert frozen > 0 and moved > 0
+    # the frozen encoder stays in eval mode: its BatchNorm statistics never move (pitfall 12)
+    fresh_buffers = dict(build_model(trainer.cfg).named_buffers())
+    for name, b in trainer.engine.module.encoder.named_buffers():
+        assert torch.equal(b, fresh_buffers["encoder." + name]), name
+
+
+def test_every_clip_once_per_epoch(straight):
+    trainer, _ = straight
+    rows = ledger(trainer.run_dir)
+    assert [r["step"] for r in rows] == list(range(STEPS))
+    per_epoch = trainer.train_loader.plan(0).steps
+    seen = Counter(i for r in rows[:per_epoch] for i in r["ids"])
+    manifest = json.loads((trainer.run_dir.parent / "synthetic" / "manifest.json").read_text())
+    train_ids = {i for s in manifest["splits"]["train"]["shards"] for i in s["ids"]}
+    assert set(seen) == train_ids and max(seen.values()) == 1
+
+
+def test_export_reproduces_the_live_model(straight):
+    trainer, _ = straight
+    from speechlm.model import SpeechLM
+
+    ckpt = trainer.run_dir / "checkpoints" / f"step-{STEPS}"
+    assert (trainer.run_dir / "checkpoints" / "latest").read_text() == ckpt.name
+    loaded = SpeechLM.from_pretrained(ckpt / "model")
+    batch = next(iter(trainer.eval_loader))
+    live = trainer.engine.module
+    live.eval()
+    loaded.eval()
+    with torch.no_grad():
+        a, b = live(**batch).loss.item(), loaded(**batch).loss.item()
+    assert a == pytest.approx(b, rel=1e-5)
+
+
+def test_resume_continues_the_same_trajectory(straight):
+    trainer, tmp = straight
+    mid = trainer.run_dir / "checkpoints" / "step-12"
+    resumed = run(tmp, "resumed", f"training.resume_from_checkpoint={mid}")
+    a, b = losses(metrics(trainer.run_dir)), losses(metrics(resumed.run_dir))
+    assert sorted(b) == list(range(13, STEPS + 1))
+    for s in b:
+        assert b[s] == pytest.approx(a[s], rel=1e-5, abs=1e-6), s
+    straight_ids = [r["ids"] for r in ledger(trainer.run_dir) if r["step"] >= 12]
+    assert [r["ids"] for r in ledger(resumed.run_dir)] == straight_ids
