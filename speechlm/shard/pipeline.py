@@ -52,8 +52,7 @@ def build(recipe: str | Path | ShardRecipe, out_dir: str | Path | None = None, w
     staged = sum(Path(t["meta"]).is_file() for t in chunk_tasks)
     if staged:
         log.info("resuming: %d of %d chunks already staged", staged, len(chunk_tasks))
-    # spawn: the parent may hold threads (tqdm, datasets) that fork would copy mid-lock
-    pool = mp.get_context("spawn").Pool(min(workers, len(chunk_tasks))) if workers > 1 and len(chunk_tasks) > 1 else None
+    pool = _pool(min(workers, len(chunk_tasks))) if workers > 1 and len(chunk_tasks) > 1 else None
     try:
         metas = _run(chunk_tasks, writer.process_chunk, pool, "clips", weight=lambda t: len(t["rows"]))
         shard_tasks, shard_entries = _plan(cfg, chunk_tasks, metas, drops, out)
@@ -169,6 +168,14 @@ def _chunk_tasks(cfg: ShardRecipe, groups: dict, stage: Path) -> list[dict]:
                           "meta": f"{stem}.json", "blob": f"{stem}.bin",
                           "min_seconds": cfg.normalize.min_seconds, "max_seconds": cfg.normalize.max_seconds})
     return tasks
+
+
+def _pool(n: int):
+    # forkserver: workers fork from a clean server process, not from this one, which may hold
+    # threads (tqdm, datasets) that a plain fork would copy mid-lock; cheaper than spawn
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["speechlm.shard.writer"])
+    return ctx.Pool(n)
 
 
 def _run(tasks: list, fn, pool, unit: str, weight=lambda t: 1) -> list:
