@@ -50,6 +50,18 @@ def env() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    """A private shard copy: other tests may rebuild shards/synthetic while these run."""
+    from speechlm.shard import build
+
+    return build("shards/synthetic.yaml", tmp_path_factory.mktemp("shards") / "synthetic")
+
+
+def data_args(shards: Path) -> list[str]:
+    return [f"data.train=[{{path: {shards}, split: train}}]", f"data.eval=[{{path: {shards}, split: eval}}]"]
+
+
 def train(out: Path, name: str, launcher: str, nproc: int, *overrides, timeout=900) -> Path:
     args = ["--config", "tiny", f"training.output_dir={out}", f"training.run_name={name}", *BASE, *overrides]
     p = subprocess.run(command(launcher, nproc, args), cwd=ROOT, env=env(), capture_output=True, text=True,
@@ -76,14 +88,15 @@ def step_ids(run: Path) -> dict[int, set]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, shards):
     out = tmp_path_factory.mktemp("mp")
+    d = data_args(shards)
     return {
-        "py1": train(out, "py1", "python", 1, "training.per_device_train_batch_size=4",
+        "py1": train(out, "py1", "python", 1, *d, "training.per_device_train_batch_size=4",
                      "training.gradient_accumulation_steps=2", "data.num_workers=2"),
-        "tr2_z2": train(out, "tr2_z2", "torchrun", 2, "training.per_device_train_batch_size=4",
+        "tr2_z2": train(out, "tr2_z2", "torchrun", 2, *d, "training.per_device_train_batch_size=4",
                         "data.num_workers=1", "deepspeed.zero_stage=2"),
-        "ds2_z3": train(out, "ds2_z3", "deepspeed", 2, "training.per_device_train_batch_size=4",
+        "ds2_z3": train(out, "ds2_z3", "deepspeed", 2, *d, "training.per_device_train_batch_size=4",
                         "data.num_workers=1", "deepspeed.zero_stage=3"),
     }
 
@@ -131,9 +144,9 @@ def test_zero3_export_matches_the_live_model(runs):
     assert tot / n < untrained - 0.3
 
 
-def test_sigterm_saves_exits_143_and_resume_matches(tmp_path):
+def test_sigterm_saves_exits_143_and_resume_matches(tmp_path, shards):
     steps = 16
-    over = ["training.per_device_train_batch_size=8", f"training.max_steps={steps}"]
+    over = ["training.per_device_train_batch_size=8", f"training.max_steps={steps}", *data_args(shards)]
     straight = train(tmp_path, "straight", "python", 1, *over)
     args = ["--config", "tiny", f"training.output_dir={tmp_path}", "training.run_name=stopped", *BASE, *over]
     p = subprocess.Popen(command("python", 1, args), cwd=ROOT, env=env(), stdout=subprocess.DEVNULL,
