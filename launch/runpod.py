@@ -166,7 +166,7 @@ def check_disk(a, train_args: list[str]) -> None:
     r = remote(a, script, capture=True, check=False)
     if r.returncode:
         raise SystemExit(f"error: planning on the pod failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
-    plan_json, _, free = r.stdout.rpartition("\n")
+    plan_json, _, free = r.stdout.strip().rpartition("\n")
     need = json.loads(plan_json)["disk_bytes"]
     need_now = need["shards"] + need["hub_cache"] + need["checkpoints"]  # the environment is installed
     if int(free) < need_now:
@@ -285,7 +285,14 @@ def parser() -> argparse.ArgumentParser:
 
 @cli_errors
 def main(argv: list[str] | None = None) -> int:
-    a = parser().parse_args(argv)
+    ap = parser()
+    a, extra = ap.parse_known_args(argv)
+    # key=value overrides may follow options (train HOST PORT --config C k=v): collect them too
+    bad = [x for x in extra if x.startswith("-") or "=" not in x or not hasattr(a, "overrides")]
+    if bad:
+        ap.error(f"unrecognized arguments: {' '.join(bad)}")
+    if extra:
+        a.overrides = list(a.overrides) + extra
     return {"plan": cmd_plan, "up": cmd_up, "wait": cmd_wait, "deploy": cmd_deploy, "train": cmd_train,
             "attach": cmd_attach, "checkpoint": cmd_checkpoint, "down": cmd_down}[a.cmd](a)
 
