@@ -134,6 +134,44 @@ class Config:
     training: TrainingConfig = field(default_factory=TrainingConfig)
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
 
+    def validate(self) -> None:
+        """Cross-field checks that need no files or models, so every CLI fails in seconds, not after
+        a model is built (`load` calls this). File-backed checks (ds JSON, shards) live with their readers."""
+        t, d, m = self.training, self.data, self.model
+        positive = {"training.gradient_accumulation_steps": t.gradient_accumulation_steps,
+                    "training.per_device_eval_batch_size": t.per_device_eval_batch_size,
+                    "data.prefetch_factor": d.prefetch_factor, "data.shuffle_shards_per_block": d.shuffle_shards_per_block,
+                    "model.projector_pool_stride": m.projector_pool_stride, "model.projector_hidden_dim": m.projector_hidden_dim,
+                    "training.max_nonfinite_in_a_row": t.max_nonfinite_in_a_row}
+        if m.use_lora if t.use_lora is None else t.use_lora:
+            positive["model.lora_rank"] = m.lora_rank
+        if d.batching == "clips":
+            positive["training.per_device_train_batch_size"] = t.per_device_train_batch_size
+        else:
+            positive["data.batch_seconds"] = d.batch_seconds
+        non_negative = {"training.learning_rate": t.learning_rate, "training.decoder_learning_rate": t.decoder_learning_rate,
+                        "training.encoder_learning_rate": t.encoder_learning_rate, "training.warmup_steps": t.warmup_steps,
+                        "training.weight_decay": t.weight_decay, "training.max_grad_norm": t.max_grad_norm,
+                        "training.eval_steps": t.eval_steps, "training.save_steps": t.save_steps,
+                        "training.logging_steps": t.logging_steps, "data.num_workers": d.num_workers,
+                        "data.max_eval_samples_per_dataset": d.max_eval_samples_per_dataset}
+        for key, v in positive.items():
+            if not v > 0:
+                raise ConfigError(f"{key}: must be > 0, got {v}")
+        for key, v in non_negative.items():
+            if not v >= 0:
+                raise ConfigError(f"{key}: must be >= 0, got {v}")
+        if t.max_steps <= 0 and not t.num_train_epochs > 0:
+            raise ConfigError(f"training.num_train_epochs: must be > 0 when training.max_steps <= 0, got {t.num_train_epochs}")
+        if not (0 <= t.adam_beta1 < 1 and 0 <= t.adam_beta2 < 1):
+            raise ConfigError(f"training.adam_beta1/adam_beta2: must be in [0, 1), got {t.adam_beta1}, {t.adam_beta2}")
+        for i, s in enumerate(d.train + d.eval):
+            key = f"data.train[{i}]" if i < len(d.train) else f"data.eval[{i - len(d.train)}]"
+            if not s.path:
+                raise ConfigError(f"{key}.path: empty (give the folder of a built shard set)")
+            if not s.weight >= 0:
+                raise ConfigError(f"{key}.weight: must be >= 0, got {s.weight}")
+
 
 # --------------------------------------------------------------------------- loading
 

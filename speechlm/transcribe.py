@@ -39,6 +39,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     from speechlm.eval import load_model
 
+    missing = [p for p in args.audio if not Path(p).is_file()]
+    if missing:  # before the model loads
+        raise ConfigError(f"no such audio file: {missing[0]}")
     model = load_model(args.model)
     texts = transcribe_files(model, args.audio, args.batch_size)
     for p, t in zip(args.audio, texts):
