@@ -1,5 +1,5 @@
 """The trainer end to end, in this process (world size 1, gloo): the real tiny twin, the real reader on
-the synthetic shards. One straight run feeds most assertions; a second run resumes from its middle."""
+the synthetic shards (the session's `synthetic_shards`). One straight run feeds most assertions; a second run resumes from its middle."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from speechlm import config as config_mod
 from speechlm.config import Config
 from speechlm.train.loop import Trainer
 
-STEPS = 25  # one epoch: 400 train clips / batch 16
+STEPS = 25  # several epochs of the small shared shard set (64 train clips, batch 16)
 OVERRIDES = [
     "training.per_device_train_batch_size=16", f"training.max_steps={STEPS}", "training.warmup_steps=3",
     "training.learning_rate=3e-3", "training.eval_steps=12", "training.save_steps=12", "training.logging_steps=1",
@@ -23,8 +23,7 @@ OVERRIDES = [
 ]
 
 
-def run(tmp: Path, name: str, *extra) -> Trainer:
-    shards = tmp / "synthetic"  # a private copy: other tests may rebuild shards/synthetic meanwhile
+def run(tmp: Path, name: str, shards: Path, *extra) -> Trainer:
     cfg = config_mod.load(Config, "tiny", None, OVERRIDES + [
         f"training.output_dir={tmp}", f"training.run_name={name}", f"data.train=[{{path: {shards}, split: train}}]",
         f"data.eval=[{{path: {shards}, split: eval}}]", *extra])
@@ -46,14 +45,10 @@ def losses(rows) -> dict[int, float]:
 
 
 @pytest.fixture(scope="module")
-def straight(tmp_path_factory):
+def straight(tmp_path_factory, synthetic_shards):
     tmp = tmp_path_factory.mktemp("runs")
-    from speechlm.shard import build
-
-    build("shards/synthetic.yaml", tmp / "synthetic")
-    trainer = run(tmp, "straight")
-    yield trainer, tmp
-    torch.distributed.destroy_process_group()
+    trainer = run(tmp, "straight", synthetic_shards)
+    return trainer, tmp  # the world-1 process group stays for later modules (DeepSpeed caches it)
 
 
 def test_loss_falls_and_metrics_are_logged(straight):
@@ -118,8 +113,9 @@ def test_every_clip_once_per_epoch(straight):
     rows = ledger(trainer.run_dir)
     assert [r["step"] for r in rows] == list(range(STEPS))
     per_epoch = trainer.train_loader.plan(0).steps
+    assert per_epoch < STEPS
     seen = Counter(i for r in rows[:per_epoch] for i in r["ids"])
-    manifest = json.loads((trainer.run_dir.parent / "synthetic" / "manifest.json").read_text())
+    manifest = json.loads((Path(trainer.cfg.data.train[0].path) / "manifest.json").read_text())
     train_ids = {i for s in manifest["splits"]["train"]["shards"] for i in s["ids"]}
     assert set(seen) == train_ids and max(seen.values()) == 1
 
@@ -143,7 +139,7 @@ def test_export_reproduces_the_live_model(straight):
 def test_resume_continues_the_same_trajectory(straight):
     trainer, tmp = straight
     mid = trainer.run_dir / "checkpoints" / "step-12"
-    resumed = run(tmp, "resumed", f"training.resume_from_checkpoint={mid}")
+    resumed = run(tmp, "resumed", Path(trainer.cfg.data.train[0].path), f"training.resume_from_checkpoint={mid}")
     a, b = losses(metrics(trainer.run_dir)), losses(metrics(resumed.run_dir))
     assert sorted(b) == list(range(13, STEPS + 1))
     for s in b:

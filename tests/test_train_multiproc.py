@@ -51,11 +51,8 @@ def env() -> dict:
 
 
 @pytest.fixture(scope="module")
-def shards(tmp_path_factory) -> Path:
-    """A private shard copy: other tests may rebuild shards/synthetic while these run."""
-    from speechlm.shard import build
-
-    return build("shards/synthetic.yaml", tmp_path_factory.mktemp("shards") / "synthetic")
+def shards(synthetic_shards) -> Path:
+    return synthetic_shards  # the session's small set (64 train clips in 8 shards), not shards/synthetic
 
 
 def data_args(shards: Path) -> list[str]:

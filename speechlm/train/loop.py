@@ -234,7 +234,8 @@ class Trainer:
         grad_norm = self.engine.get_global_grad_norm() if applied else float("nan")
         grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
         lrs = {f"train/learning_rate/{g.get('name', i)}": g["lr"] for i, g in enumerate(self.optimizer.param_groups)}
-        lr = self.optimizer.param_groups[0]["lr"]
+        lr = next((g["lr"] for g in self.optimizer.param_groups if g.get("name") == "projector"),
+                  self.optimizer.param_groups[0]["lr"])
         if applied and math.isfinite(grad_norm) and grad_norm > t.grad_norm_spike:
             log.warning("step %d: grad norm %.1f above training.grad_norm_spike=%.1f", self.step, grad_norm,
                         t.grad_norm_spike)

@@ -54,9 +54,8 @@ class Metrics:
 
     def progress(self, step: int, loss: float, lr: float) -> None:
         if self.bar is not None:
-            self.bar.n = step
             self.bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", refresh=False)
-            self.bar.refresh()
+            self.bar.update(step - self.bar.n)  # redraws at most every `mininterval` seconds
 
     def line(self, text: str) -> None:
         """One clear line (eval result, checkpoint) that does not break the bar."""
