@@ -139,6 +139,8 @@ class PlanDataset(torch.utils.data.IterableDataset):
         try:
             meta = json.loads(m["json"])
             stats["clips_decoded"] += 1
+            if not isinstance(meta["text"], str) or not meta["text"].strip():
+                raise ValueError("empty or missing text")  # would teach the model to say nothing
             wave = audio_io.load(m["flac"])
             shortest = getattr(self.collator, "min_samples", 0)
             if len(wave) < shortest:

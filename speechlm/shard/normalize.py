@@ -18,6 +18,7 @@ SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,!?;:])")
 
 # drop reasons, as counted in manifest.json
 EMPTY_TEXT = "empty_text"
+NOT_UTF8 = "text_not_utf8"
 DUPLICATE_ID = "duplicate_id"
 UNDECODABLE = "undecodable_audio"
 TOO_SHORT = "too_short"

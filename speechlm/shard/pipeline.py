@@ -108,6 +108,9 @@ def _list_rows(cfg: ShardRecipe):
             kept, seen = [], set()
             for oid, text, ref in rows:
                 cid = f"{src.name}_{UNSAFE.sub('_', str(oid))}"
+                if text is None:  # a label whose bytes are not UTF-8
+                    _count(drops, src.name, split, N.NOT_UTF8)
+                    continue
                 text = N.normalize_text(text, cfg.normalize.tags)
                 if not text:
                     _count(drops, src.name, split, N.EMPTY_TEXT)

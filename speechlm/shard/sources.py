@@ -62,17 +62,25 @@ def _resolve(src: Source, name: str) -> Path:
     return p if p.is_absolute() or not src.path else Path(src.path).expanduser() / p
 
 
+def _not_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:  # surrogate escapes stand for bytes that were not UTF-8
+        return True
+
+
 def _manifest_rows(src: Source, name: str, key: str):
     """JSONL (one object per line) or TSV (with a header row): audio path, text, optional id."""
     path = _resolve(src, name)
     if not path.is_file():
         raise ConfigError(f"{key}: manifest file not found: {path}")
     if path.suffix in (".tsv", ".txt"):
-        with open(path, newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding="utf-8", errors="surrogateescape") as f:  # bad bytes: a counted drop
             records = [(i + 2, r) for i, r in enumerate(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))]
     else:
         records = []
-        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        for i, line in enumerate(path.read_text(encoding="utf-8", errors="surrogateescape").splitlines()):
             if line.strip():
                 try:
                     records.append((i + 1, json.loads(line)))
@@ -85,7 +93,10 @@ def _manifest_rows(src: Source, name: str, key: str):
         apath = Path(r[src.audio_column]).expanduser()
         apath = apath if apath.is_absolute() else path.parent / apath
         oid = r.get(src.id_column) if src.id_column else None
-        rows.append((str(oid) if oid not in (None, "") else apath.stem, r.get(src.text_column) or "", str(apath)))
+        text = r.get(src.text_column) or ""
+        if isinstance(text, str) and _not_utf8(text):
+            text = None  # the pipeline counts it as a drop (text_not_utf8) rather than guess the bytes
+        rows.append((str(oid) if oid not in (None, "") else apath.stem, text, str(apath)))
     return rows
 
 

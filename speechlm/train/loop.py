@@ -30,6 +30,7 @@ log = logging.getLogger("speechlm.train")
 
 EXIT_NONFINITE = 3
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+SKIP_KEYS = ("tar_errors", "missing_clips", "bad_clips", "empty_batches")  # speechlm.data reader stats
 
 
 def parse_args(argv):
@@ -293,6 +294,10 @@ class Trainer:
         return True
 
     def finish(self) -> None:
+        skipped = {k: v for k, v in self.train_loader.stats.items() if k in SKIP_KEYS and v}
+        log.warning("rank %d data summary: skipped %d (%s); decoded %d clips", self.rank, sum(skipped.values()),
+                    ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())) or "none",
+                    self.train_loader.stats.get("clips_decoded", 0))
         self.ledger.close()
         if self.hub is not None:
             self.hub.close()
