@@ -88,7 +88,7 @@ def save_pretrained(model, path) -> None:
     (path / "speechlm.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
-def from_pretrained(path, device=None):
+def from_pretrained(path, device=None, trust_remote_code: bool = False):
     from speechlm import text
     from speechlm.config import build
     from speechlm.model import parts
@@ -100,6 +100,8 @@ def from_pretrained(path, device=None):
         raise FileNotFoundError(f"{path} is not a speechlm export (no speechlm.json)")
     meta = json.loads(meta_file.read_text())
     mcfg = build(ModelConfig, meta["model"], prefix="model")
+    # the caller decides, never the (possibly downloaded) export itself
+    mcfg.trust_remote_code = bool(trust_remote_code)
     t = meta["trainable"]
     dtype = parts.DTYPES[mcfg.model_dtype]
     attn = parts.attn_implementation("auto")

@@ -206,10 +206,10 @@ class SpeechLM(nn.Module):
         save_pretrained(self, path)
 
     @classmethod
-    def from_pretrained(cls, path, device=None):
+    def from_pretrained(cls, path, device=None, trust_remote_code: bool = False):
         from speechlm.model.io import from_pretrained
 
-        return from_pretrained(path, device=device)
+        return from_pretrained(path, device=device, trust_remote_code=trust_remote_code)
 
 
 def format_table(counts: dict, dtypes: dict | None = None) -> str:
