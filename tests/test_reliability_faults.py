@@ -137,7 +137,7 @@ def test_kill_anywhere_preempt_disk_full_hub_down_same_result(bad_set, tmp_path)
 
     # 4: disk full: every save fails (EFBIG from a real RLIMIT_FSIZE), the previous checkpoint stays
     before = (run / "checkpoints" / "latest").read_text().strip()
-    t = seg("4-disk-full", fsize_limit=64 * 1024)
+    t = seg("4-disk-full", fsize_limit=4 * 1024 * 1024)
     t.wait_for(lambda: "FAILED" in t.text(), "a failed save")
     t.wait_for(lambda: t.steps_logged() >= int(before.split("-")[1]) + 3, "training past the failed save")
     t.kill()
@@ -146,7 +146,7 @@ def test_kill_anywhere_preempt_disk_full_hub_down_same_result(bad_set, tmp_path)
     assert (run / "checkpoints" / "latest").read_text().strip() == before
     assert (run / "checkpoints" / before / "trainer_state.json").is_file()
     assert not list(run.glob("checkpoints/.tmp-*"))
-    report.append(("disk full (RLIMIT_FSIZE 64 KiB) during saves", f"save failed, logged; latest stayed {before}"))
+    report.append(("disk full (RLIMIT_FSIZE 4 MiB) during saves", f"save failed, logged; latest stayed {before}"))
 
     stop("5-term", signal.SIGTERM, int(before.split("-")[1]) + rng.randint(2, 3))
 

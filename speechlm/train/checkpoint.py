@@ -7,11 +7,9 @@ A save builds `checkpoints/.tmp-step-N/` (DeepSpeed state in `ds/`, the exported
 """
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
-import pickle
 import random
 import re
 import shutil
@@ -31,23 +29,25 @@ STEP_RE = re.compile(r"^step-(\d+)$")
 
 
 def rng_state() -> dict:
-    """This process's RNG states (python, numpy, torch, cuda) as JSON-able text."""
-    state = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    """This process's RNG states (python, numpy, torch, cuda) as plain JSON numbers: no pickle, so a
+    checkpoint from elsewhere can't run code when resumed."""
+    py = random.getstate()
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {
+        "python": [py[0], list(py[1]), py[2]],
+        "numpy": [kind, keys.tolist(), int(pos), int(has_gauss), float(gauss)],
+        "torch": torch.get_rng_state().tolist(),
+        "cuda": [s.tolist() for s in torch.cuda.get_rng_state_all()] if torch.cuda.is_available() else None,
     }
-    return {"pickle_b64": base64.b64encode(pickle.dumps(state)).decode()}
 
 
 def set_rng_state(saved: dict) -> None:
-    state = pickle.loads(base64.b64decode(saved["pickle_b64"]))
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    py, n = saved["python"], saved["numpy"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    np.random.set_state((n[0], np.asarray(n[1], dtype=np.uint32), n[2], n[3], n[4]))
+    torch.set_rng_state(torch.tensor(saved["torch"], dtype=torch.uint8))
+    if saved.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([torch.tensor(x, dtype=torch.uint8) for x in saved["cuda"]])
 
 
 def _fsync_tree(root: Path) -> None:
