@@ -146,3 +146,22 @@ def test_resume_continues_the_same_trajectory(straight):
         assert b[s] == pytest.approx(a[s], rel=1e-5, abs=1e-6), s
     straight_ids = [r["ids"] for r in ledger(trainer.run_dir) if r["step"] >= 12]
     assert [r["ids"] for r in ledger(resumed.run_dir)] == straight_ids
+
+
+def test_divergence_skips_updates_then_stops(straight, caplog):
+    """lr 1e30 blows the weights up: every later loss is non-finite, so updates are skipped, the
+    batch's clip ids are logged, and the run stops after max_nonfinite_in_a_row with status 3."""
+    _, tmp = straight
+    cfg = config_mod.load(Config, "tiny", None, OVERRIDES + [
+        f"training.output_dir={tmp}", "training.run_name=diverge", "training.max_steps=8", "training.warmup_steps=0",
+        "training.learning_rate=1e30", "training.decoder_learning_rate=1e30", "training.max_nonfinite_in_a_row=2",
+        "training.eval_steps=0", "training.save_steps=0",
+        f"data.train=[{{path: {straight[0].cfg.data.train[0].path}, split: train}}]", "data.eval=[]"])
+    trainer = Trainer(cfg)
+    assert trainer.run() == 3
+    rows = metrics(trainer.run_dir)
+    bad = [r for r in rows if r.get("train/nonfinite_step")]
+    assert len(bad) == 2 and bad[1]["step"] == bad[0]["step"] + 1
+    assert bad[0]["train/nonfinite_clips"] == ledger(trainer.run_dir)[bad[0]["step"] - 1]["ids"]
+    assert "non-finite loss or gradient; update skipped" in caplog.text
+    assert not (trainer.run_dir / "checkpoints").exists()  # no checkpoint of a diverged model

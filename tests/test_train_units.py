@@ -281,3 +281,21 @@ def test_clipping_holds_the_norm(dist_world):
             sq += float((st["exp_avg"] / 0.1).pow(2).sum())
     assert math.sqrt(sq) == pytest.approx(1e-3, rel=1e-3)
     assert any(not torch.equal(p, w0[n]) for n, p in model.named_parameters())
+
+
+@pytest.mark.parametrize("override,message", [
+    ("deepspeed.zero_stage=4", "deepspeed.zero_stage: must be 1, 2 or 3"),
+    ("training.learnig_rate=1", "did you mean 'learning_rate'"),
+])
+def test_cli_config_error_is_one_line_exit_2(tmp_path, override, message):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    p = subprocess.run([sys.executable, "launch/train.py", "--config", "tiny", f"training.output_dir={tmp_path}",
+                        override], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 2
+    lines = [x for x in p.stderr.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and message in lines[0], p.stderr[-2000:]
+    assert "Traceback" not in p.stderr

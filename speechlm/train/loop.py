@@ -81,6 +81,7 @@ class Trainer:
         ensure_shards(cfg)  # before any collective: building data must not time out NCCL (pitfall 7)
         self.rank, self.world, self.device = engine_mod.init_distributed()
         setup_logging(self.rank)
+        ds_cfg = engine_mod.build_ds_config(cfg, self.world)  # config mistakes surface before any loading
         from transformers import set_seed
 
         set_seed(t.seed)
@@ -97,7 +98,6 @@ class Trainer:
         self.total_steps = optim.total_steps(t, self.steps_per_epoch)
         self.optimizer = optim.build_optimizer(self.model, t)
         self.scheduler = optim.build_scheduler(self.optimizer, t, self.total_steps)
-        ds_cfg = engine_mod.build_ds_config(cfg, self.world)
         self.engine = engine_mod.build_engine(self.model, self.optimizer, self.scheduler, ds_cfg)
         self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit)
         self.step, self.epoch = 0, 0

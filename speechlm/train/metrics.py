@@ -18,10 +18,15 @@ log = logging.getLogger("speechlm.train")
 
 
 def setup_logging(rank: int) -> None:
-    logging.basicConfig(
-        level=logging.INFO if rank == 0 else logging.WARNING,
-        format=f"%(asctime)s [rank{rank}] %(message)s", datefmt="%H:%M:%S", stream=sys.stderr, force=True,
-    )
+    """INFO on rank 0, warnings elsewhere, for the `speechlm` loggers; root handlers are left alone
+    (a host that configured logging, or pytest's capture, keeps receiving the records)."""
+    logger = logging.getLogger("speechlm")
+    logger.setLevel(logging.INFO if rank == 0 else logging.WARNING)
+    if not logging.getLogger().handlers and not logger.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter(f"%(asctime)s [rank{rank}] %(message)s", datefmt="%H:%M:%S"))
+        logger.addHandler(h)
+        logger.propagate = False
 
 
 class Metrics:
