@@ -165,3 +165,14 @@ def test_divergence_skips_updates_then_stops(straight, caplog):
     assert bad[0]["train/nonfinite_clips"] == ledger(trainer.run_dir)[bad[0]["step"] - 1]["ids"]
     assert "non-finite loss or gradient; update skipped" in caplog.text
     assert not (trainer.run_dir / "checkpoints").exists()  # no checkpoint of a diverged model
+
+
+def test_wandb_offline_gets_the_same_metrics(straight, monkeypatch):
+    _, tmp = straight
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    shards = straight[0].cfg.data.train[0].path
+    trainer = run(tmp, "wandb", Path(shards), "training.report_to=wandb", "training.max_steps=2",
+                  "training.eval_steps=0", "training.save_steps=0")
+    runs = list((trainer.run_dir / "wandb").glob("offline-run-*/*.wandb"))
+    assert len(runs) == 1 and runs[0].stat().st_size > 0
+    assert [r["step"] for r in metrics(trainer.run_dir) if "train/loss" in r] == [1, 2]

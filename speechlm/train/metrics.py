@@ -54,8 +54,8 @@ class Metrics:
         row = {"step": step, "time": round(time.time(), 3), **values}
         self.file.write(json.dumps(row) + "\n")
         self.file.flush()
-        if self.wandb is not None:
-            self.wandb.log(values, step=step)
+        if self.wandb is not None:  # numbers only (the jsonl also keeps e.g. the clip ids of a skipped step)
+            self.wandb.log({k: v for k, v in values.items() if isinstance(v, (int, float))}, step=step)
 
     def progress(self, step: int, loss: float, lr: float) -> None:
         if self.bar is not None:
@@ -86,9 +86,9 @@ def _wandb_id(run_dir: Path) -> str:
     p = Path(run_dir) / ".wandb_id"
     if p.is_file():
         return p.read_text().strip()
-    import wandb
+    import secrets
 
-    rid = wandb.util.generate_id()
+    rid = secrets.token_hex(4)  # W&B ids: [a-z0-9]
     p.write_text(rid)
     return rid
 
