@@ -1,0 +1,5 @@
+import sys
+
+from speechlm.plan import main
+
+sys.exit(main())

@@ -1,0 +1,210 @@
+"""Model shapes for the planner, without downloading weights: configs built on the meta device
+(local dir / `tiny/*`, the Hub's config.json, or the real configs bundled in
+`speechlm/model/configs/`), exact counts and download sizes from safetensors headers, and the
+calibrated activation-per-token model (see `speechlm.plan`)."""
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from speechlm.config import Config, ConfigError
+
+# elements autograd saves per token, per element of the per-layer sum (measured as described above:
+# 1.85 for Qwen3 layers, 1.90-1.99 for Qwen3.5's full-attention layers)
+ACT_FACTOR = 1.95
+# Qwen3.5's gated-delta-rule layers through transformers' torch reference kernels (no
+# flash-linear-attention) save chunked intermediates on top: per value head, per token,
+# LINEAR_ATTN_PER_DIM * head_dim + LINEAR_ATTN_PER_HEAD elements (fitted on head_dim 16-128)
+LINEAR_ATTN_PER_DIM = 22.0
+LINEAR_ATTN_PER_HEAD = 100
+LINEAR_ATTN_CHUNK = 64  # the torch kernel pads each sequence to a multiple of its chunk
+BUNDLED_CONFIGS = Path(__file__).resolve().parent.parent / "model" / "configs"
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false")
+
+
+def bundled_config_path(model_id: str) -> Path | None:
+    """The bundled real config for a hub id: named after it (org--name.json or name.json)."""
+    for stem in (model_id.replace("/", "--"), model_id.split("/")[-1]):
+        p = BUNDLED_CONFIGS / f"{stem}.json"
+        if p.is_file():
+            return p
+    for p in sorted(BUNDLED_CONFIGS.glob("*.json")):  # or one that records its hub id
+        try:
+            d = json.loads(p.read_text())
+        except ValueError:
+            continue
+        if model_id in (d.get("_name_or_path"), d.get("hub_id"), d.get("model_id")):
+            return p
+    return None
+
+
+def model_config(model_id: str):
+    """(transformers config, where it came from) without downloading weights."""
+    from transformers import AutoConfig
+
+    if Path(model_id).is_dir():
+        return AutoConfig.from_pretrained(model_id), f"local {model_id}"
+    if not _offline():
+        try:
+            return AutoConfig.from_pretrained(model_id), f"hub {model_id}"
+        except Exception as e:  # unreachable Hub or gated repo: fall back to the bundled shapes
+            print(f"plan: {model_id}: hub config unavailable ({type(e).__name__}); using the bundled one", file=sys.stderr)
+    p = bundled_config_path(model_id)
+    if p is None:
+        raise ConfigError(f"model '{model_id}': no local dir, no Hub access and no bundled config in {BUNDLED_CONFIGS}")
+    d = json.loads(p.read_text())
+    d = {k: v for k, v in d.items() if k not in ("hub_id", "model_id")}
+    return AutoConfig.for_model(**d), f"bundled {p.name}"
+
+
+def _sub_config(cfg, *names):
+    for n in names:
+        sub = getattr(cfg, n, None)
+        if sub is not None and not isinstance(sub, (int, str, bool, list)):
+            return sub
+    return cfg
+
+
+def meta_model(cfg, kind: str):
+    """Build a model on the meta device: shapes and counts for free."""
+    import torch
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        if kind == "encoder":
+            return AutoModel.from_config(_sub_config(cfg, "encoder_config", "audio_config"))
+        return AutoModelForCausalLM.from_config(cfg.get_text_config(decoder=True))
+
+
+def hub_checkpoint(model_id: str, part: str) -> dict | None:
+    """Exact counts and download bytes from the safetensors headers (local files or the Hub)."""
+    tensors: dict = {}
+    if Path(model_id).is_dir():
+        from safetensors import safe_open
+
+        files = sorted(glob.glob(str(Path(model_id) / "*.safetensors")))
+        if not files:
+            return None
+        for f in files:
+            with safe_open(f, "pt") as fh:
+                for k in fh.keys():
+                    sl = fh.get_slice(k)
+                    tensors[k] = (sl.get_dtype(), sl.get_shape())
+        nbytes = sum(os.path.getsize(f) for f in files)
+    elif not _offline():
+        from huggingface_hub import get_safetensors_metadata
+
+        try:
+            meta = get_safetensors_metadata(model_id)
+        except Exception as e:
+            print(f"plan: {model_id}: safetensors metadata unavailable ({type(e).__name__})", file=sys.stderr)
+            return None
+        for fm in meta.files_metadata.values():
+            for k, t in fm.tensors.items():
+                tensors[k] = (t.dtype, t.shape)
+        nbytes = sum(t.data_offsets[1] - t.data_offsets[0] for fm in meta.files_metadata.values() for t in fm.tensors.values())
+    else:
+        return None
+    # multimodal checkpoints carry towers speechlm doesn't load (e.g. Qwen3.5's vision tower)
+    skip = ("visual", "vision", "mtp.") if part == "decoder" else ()
+    used = {k: v for k, v in tensors.items() if not any(s in k for s in skip)}
+    count = lambda ts: sum(math.prod(s) for _, s in ts.values())  # noqa: E731
+    return {"params_total": count(tensors), "params_used": count(used), "download_bytes": nbytes}
+
+
+@dataclass
+class Shapes:
+    encoder_params: int
+    decoder_params: int
+    projector_params: int
+    lora_params: int
+    trainable_params: int
+    frozen_params: int
+    decoder_hidden: int
+    vocab_size: int
+    act_elems_per_token: float  # saved elements per token, all decoder layers (module docstring)
+    act_chunked_elems_per_token: float  # the linear-attention part, per position padded to a chunk
+    enc_act_elems_per_frame: float
+    encoder_trained: bool
+    enc_frames_per_second: float
+    download_bytes: int | None
+    sources: dict = field(default_factory=dict)
+
+
+def _linear_layers(module):
+    import torch
+
+    return [(n, m) for n, m in module.named_modules() if isinstance(m, torch.nn.Linear)]
+
+
+def model_shapes(cfg: Config) -> Shapes:
+    from speechlm import tiny
+
+    m = cfg.model
+    audio_id, text_id = tiny.resolve(m.audio_model_id), tiny.resolve(m.text_model_id)  # tiny/* -> its dir
+    enc_cfg, enc_src = model_config(audio_id)
+    dec_cfg, dec_src = model_config(text_id)
+    enc = meta_model(enc_cfg, "encoder")
+    dec = meta_model(dec_cfg, "decoder")
+    n_enc = sum(p.numel() for p in enc.parameters())
+    n_dec = sum(p.numel() for p in dec.parameters())
+    enc_h = _sub_config(enc_cfg, "encoder_config", "audio_config").hidden_size
+    tcfg = dec_cfg.get_text_config(decoder=True)
+    h = tcfg.hidden_size
+    import torch
+
+    from speechlm.model.projector import Projector
+
+    with torch.device("meta"):
+        proj = Projector(enc_h, h, m.projector_hidden_dim, m.projector_pool_stride)
+    n_proj = sum(p.numel() for p in proj.parameters())
+    use_lora = cfg.training.use_lora if cfg.training.use_lora is not None else m.use_lora
+    # per decoder layer: the residual stream + every Linear's output (+ the LoRA bottleneck)
+    layers = dec.model.layers
+    act, act_chunked, n_lora = 0.0, 0.0, 0
+    for layer in layers:
+        lins = _linear_layers(layer)
+        wrapped = lins if use_lora and _lora_targets_all(m.lora_target_modules) else [
+            (n, l) for n, l in lins if use_lora and n.split(".")[-1] in (m.lora_target_modules or [])
+        ]
+        n_lora += sum(m.lora_rank * (l.in_features + l.out_features) for _, l in wrapped)
+        act += ACT_FACTOR * (h + sum(l.out_features for _, l in lins) + m.lora_rank * len(wrapped))
+        if hasattr(layer, "linear_attn"):
+            act_chunked += tcfg.linear_num_value_heads * (LINEAR_ATTN_PER_DIM * tcfg.linear_value_head_dim + LINEAR_ATTN_PER_HEAD)
+    enc_layer = _sub_config(enc_cfg, "encoder_config", "audio_config")
+    train = cfg.training
+    if train.freeze_audio_encoder:  # run under no_grad: one layer's transient (qkv, attention, FFN)
+        enc_act = 4 * enc_h + 2 * getattr(enc_layer, "intermediate_size", 4 * enc_h)
+    else:  # trained: every layer's saved activations, as for the decoder
+        enc_act = ACT_FACTOR * sum(enc_h + sum(l.out_features for _, l in _linear_layers(layer)) for layer in enc.layers)
+    n_lora = n_lora if use_lora else 0
+    trainable = (0 if train.freeze_projector else n_proj) + n_lora
+    trainable += 0 if train.freeze_audio_encoder else n_enc
+    trainable += 0 if (train.freeze_language_model or use_lora) else n_dec
+    frozen = n_enc + n_dec + n_proj + n_lora - trainable
+    ck_enc, ck_dec = hub_checkpoint(audio_id, "encoder"), hub_checkpoint(text_id, "decoder")
+    sources = {"encoder": enc_src, "decoder": dec_src}
+    for part, ck, n in (("encoder", ck_enc, n_enc), ("decoder", ck_dec, n_dec)):
+        if ck:
+            sources[f"{part}_checkpoint_params"] = ck["params_used"]
+            sources[f"{part}_meta_params"] = n
+    dl = sum(ck["download_bytes"] for ck in (ck_enc, ck_dec) if ck) if (ck_enc or ck_dec) else None
+    return Shapes(
+        encoder_params=n_enc, decoder_params=n_dec, projector_params=n_proj, lora_params=n_lora,
+        trainable_params=trainable, frozen_params=frozen, decoder_hidden=h, vocab_size=tcfg.vocab_size,
+        act_elems_per_token=act, act_chunked_elems_per_token=act_chunked, enc_act_elems_per_frame=enc_act, encoder_trained=not train.freeze_audio_encoder, enc_frames_per_second=50.0, download_bytes=dl, sources=sources,
+    )
+
+
+def _lora_targets_all(targets) -> bool:
+    return targets == "all-linear" or targets == ["all-linear"]
