@@ -38,13 +38,14 @@ import argparse
 import json
 import math
 import os
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from speechlm.config import Config, ConfigError, REPO_ROOT, cli_errors, load
 from speechlm.features import audio_token_count
 from speechlm.plan.models import (  # noqa: F401  (re-exported: the planner's public surface)
-    ACT_FACTOR, LINEAR_ATTN_CHUNK, Shapes, _sub_config, bundled_config_path, hub_checkpoint, meta_model, model_config,
+    ACT_FACTOR, LINEAR_ATTN_CHUNK, Shapes, _offline, _sub_config, bundled_config_path, hub_checkpoint, meta_model, model_config,
     model_shapes,
 )
 
@@ -174,7 +175,6 @@ def data_facts(cfg: Config) -> dict:
     for ds in {d.path: d for d in cfg.data.train + cfg.data.eval}.values():
         found = _manifest(ds.path)
         if not found:
-            out["unknown"].append(ds.path)
             continue
         root, man = found
         for split in man.get("splits", {}).values():
@@ -183,7 +183,43 @@ def data_facts(cfg: Config) -> dict:
                 out["shard_bytes"] += f.stat().st_size if f.is_file() else sh.get("seconds", 0) * FLAC_BYTES_PER_SECOND
                 longest = max(sh.get("durations") or [0])
                 out["max_clip_seconds"] = max(out["max_clip_seconds"] or 0, longest)
+    missing = [d.path for d in cfg.data.train + cfg.data.eval if not _manifest(d.path)]
+    if missing:  # not built yet: size the build from its sources' Hub metadata
+        source = _source_bytes(cfg.data.recipe)
+        if source is None:
+            out["unknown"] = sorted(set(missing))
+        else:  # the build downloads the sources (Hub cache), then writes FLAC shards of about that size
+            out["source_bytes"] = source
+            out["shard_bytes"] += source
     return out
+
+
+def _source_bytes(recipe: str | None) -> int | None:
+    """Download size of a shard recipe's Hub sources (files under the subset), or None if unknown."""
+    import yaml
+
+    if not recipe or _offline():
+        return None
+    path = Path(recipe) if Path(recipe).is_absolute() else REPO_ROOT / recipe
+    if not path.is_file():
+        path = REPO_ROOT / "shards" / f"{recipe}.yaml"
+    if not path.is_file():
+        return None
+    from huggingface_hub import HfApi
+
+    total = 0
+    for src in (yaml.safe_load(path.read_text()) or {}).get("sources", []):
+        if src.get("kind") != "hf":
+            return None if src.get("kind") != "synthetic" else total
+        try:
+            info = HfApi().dataset_info(src["path"], files_metadata=True)
+        except Exception as e:  # gated, missing or unreachable: report it as unknown
+            print(f"plan: {src['path']}: dataset metadata unavailable ({type(e).__name__})", file=sys.stderr)
+            return None
+        subset = str(src.get("subset") or "")
+        total += sum(f.size or 0 for f in info.siblings or [] if subset in f.rfilename.split("/")
+                     or (subset and f.rfilename.startswith(subset)) or not subset)
+    return total
 
 
 def disk(cfg: Config, shapes: Shapes, data: dict) -> dict:
@@ -193,7 +229,8 @@ def disk(cfg: Config, shapes: Shapes, data: dict) -> dict:
     hub = shapes.download_bytes
     if hub is None:  # offline: the checkpoints as stored on the Hub, in their dtype
         hub = (shapes.encoder_params + shapes.decoder_params) * DTYPE_BYTES.get(cfg.model.model_dtype, 2)
-    out = {"shards": data["shard_bytes"], "hub_cache": hub, "checkpoints": ckpt * keep, "environment": ENV_GIB * GIB}
+    out = {"shards": data["shard_bytes"], "hub_cache": hub + data.get("source_bytes", 0), "checkpoints": ckpt * keep,
+           "environment": ENV_GIB * GIB}
     out["total"] = sum(out.values())
     return out
 
@@ -245,7 +282,7 @@ def report(plan: dict) -> str:
     lines += [f"  {k:<18}{_g(v)}" for k, v in m.items() if k != "tokens_per_device_batch"]
     lines += ["", "disk:"] + [f"  {k:<18}{_g(v)}" for k, v in d.items()]
     if plan["data_unknown"]:
-        lines.append(f"  (shards not built yet, not counted: {', '.join(plan['data_unknown'])})")
+        lines.append(f"  (shards not built and their sources' size unknown offline, not counted: {', '.join(plan['data_unknown'])})")
     lines += ["", f"GPUs that fit (effective batch {c['effective_batch']} kept):"]
     for f in plan["gpus"]:
         lines.append(f"  {f['gpu']:<20} runpod '{f['runpod_id']}': per_device_train_batch_size={f['per_device_train_batch_size']}"
