@@ -27,6 +27,8 @@ class Train:
                 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed
                 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_limit, fsize_limit))
 
+        metrics = run_dir / "metrics.jsonl"
+        self.offset = metrics.stat().st_size if metrics.is_file() else 0  # rows this process logs come after
         self.out = open(log, "w")
         self.t0 = time.monotonic()
         self.p = subprocess.Popen([sys.executable, "launch/train.py", "--config", "tiny", *overrides], cwd=REPO_ROOT,
@@ -39,7 +41,10 @@ class Train:
         path = self.run_dir / "metrics.jsonl"
         if not path.is_file():
             return 0
-        steps = [json.loads(x).get("step", 0) for x in path.read_text().splitlines() if x.strip().endswith("}")]
+        with open(path, "rb") as f:
+            f.seek(self.offset)
+            rows = f.read().decode(errors="replace").splitlines()
+        steps = [json.loads(x).get("step", 0) for x in rows if x.strip().endswith("}")]
         return max([s for s in steps if isinstance(s, int)] or [0])
 
     def wait_for(self, cond, what: str, poll: float = 0.05) -> None:
