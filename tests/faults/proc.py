@@ -19,8 +19,8 @@ class Train:
     def __init__(self, run_dir: Path, overrides: list[str], log: Path, env: dict | None = None,
                  fsize_limit: int | None = None):
         self.run_dir, self.log = run_dir, log
-        full_env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-                        **(env or {}))
+        full_env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+                    **(env or {})}
 
         def limits():  # in the child: a real per-file size limit (EFBIG), as a full disk would give
             if fsize_limit is not None:
