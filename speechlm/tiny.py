@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-VERSION = 1
+VERSION = 2  # 2: encoder CTC vocabulary 64 (room for word-level CTC pretraining)
 NAMES = ("granite_speech5", "qwen3_5", "qwen3")
 PREFIX = "tiny/"
 
@@ -200,7 +200,7 @@ def _build_granite_speech5(out: Path) -> None:
 
     torch.manual_seed(0)
     enc = GraniteSpeech5EncoderConfig(
-        vocab_size=32,
+        vocab_size=64,
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=4,
@@ -211,7 +211,7 @@ def _build_granite_speech5(out: Path) -> None:
         conv_kernel_size=5,
         subsample_layers=[0, 1],
     )
-    model = GraniteSpeech5ForCTC(GraniteSpeech5CTCConfig(vocab_size=32, encoder_config=enc))
+    model = GraniteSpeech5ForCTC(GraniteSpeech5CTCConfig(vocab_size=64, encoder_config=enc))
     # a "pretrained" encoder has non-trivial BatchNorm statistics; make them so, so that a
     # BatchNorm wrongly left in train mode (pitfall 12) changes outputs and moves the stats
     with torch.no_grad():

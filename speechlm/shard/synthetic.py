@@ -34,6 +34,11 @@ TEMPLATES = [
     "The {n} is {a}.",
     "The {a} {n} is in {P}.",
     "{N} {v} the {n} near the {o}.",
+    # long templates with independent slots: too many sentences to memorize, so a model must listen
+    "{N} {v} the {a} {n} near the {o} in {P}.",
+    "{T}, {N} and {M} {v} a {a} {n} in {P}.",
+    "Did {N} see the {a} {n} near the {o} {t}?",
+    "The {a} {n} near the {o} is in {P} {t}.",
 ]
 VOCABULARY = sorted(
     set(NAMES + PLACES + NOUNS + ADJECTIVES + VERBS + TIMES)

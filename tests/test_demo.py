@@ -1,0 +1,110 @@
+"""The embedded default end to end: shard -> train (DeepSpeed, CPU) -> eval -> plots.
+
+The default suite runs a shortened demo (a small corpus, a few steps) and checks every artefact;
+the slow test runs the real `make demo` path and requires it to learn (held-out WER <= 20%).
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import yaml
+
+from speechlm import audio, demo, eval as ev, transcribe
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _small_recipe(tmp: Path) -> Path:
+    recipe = yaml.safe_load((REPO / "shards" / "synthetic.yaml").read_text())
+    recipe["sources"][0]["synthetic"].update(train=32, eval=8, test=8)
+    recipe["output"]["shard_clips"] = 16
+    path = tmp / "demo_small.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def _last_json(text: str):
+    """The JSON array `--json` printed last (two eval runs print one each)."""
+    return json.loads(text[text.rindex("\n[") + 1:] if "\n[" in text else text)
+
+
+def _stereo_44k(wave16k: np.ndarray, path: Path) -> Path:
+    import soxr
+
+    up = soxr.resample(wave16k, 16000, 44100)
+    sf.write(path, np.stack([up, 0.5 * up], axis=1), 44100)
+    return path
+
+
+@pytest.fixture(scope="module")
+def short_demo(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("demo")
+    out = demo.main(["--shards", str(_small_recipe(tmp)), "--out", str(tmp / "outputs"), "--name", "short",
+                     "training.max_steps=6", "training.eval_steps=3", "training.save_steps=3",
+                     "training.warmup_steps=2", "model.max_new_tokens=8"])
+    return tmp, out
+
+
+def test_short_demo_writes_every_artefact(short_demo):
+    tmp, out = short_demo
+    run = Path(out["run_dir"])
+    assert (run / "config.yaml").is_file() and (run / "metrics.jsonl").is_file()
+    assert len(out["train_loss"]) >= 2 and len(out["eval_loss"]) == 2  # eval at step 3 and at the end
+    assert all(np.isfinite(out["train_loss"]))
+    latest = (run / "checkpoints" / "latest").read_text().strip()
+    assert latest == "step-6" and ev.resolve_model_dir(run) == run / "checkpoints" / "step-6" / "model"
+    assert out["result"]["clips"] == 8 and 0.0 <= out["wer"]
+    for p in out["plots"]:
+        assert Path(p).read_bytes()[:4] == b"\x89PNG" and Path(p).stat().st_size > 5000
+
+
+def test_eval_is_deterministic_and_writes_hypotheses(short_demo, capsys):
+    tmp, out = short_demo
+    args = ["-m", out["run_dir"], "-d", out["shards"], "--split", "test", "-n", "5", "--out", str(tmp / "ev"), "--json"]
+    first = ev.main(args)
+    second = ev.main(args)
+    assert [r["wer"] for r in first] == [r["wer"] for r in second]
+    rows = [json.loads(line) for line in (tmp / "ev" / f"{Path(out['shards']).name}.jsonl").read_text().splitlines()]
+    assert len(rows) == 5 and {"id", "reference", "hypothesis", "errors"} <= set(rows[0])
+    printed = _last_json(capsys.readouterr().out)
+    assert printed[0]["wer"] == second[0]["wer"] and "rows" not in printed[0]
+
+
+def test_transcribe_resamples_44k_stereo(short_demo, tmp_path):
+    _, out = short_demo
+    manifest = json.loads((Path(out["shards"]) / "manifest.json").read_text())
+    clip_id = manifest["splits"]["test"]["shards"][0]["ids"][0]
+    _, clips = ev.dataset_clips(out["shards"], "test")
+    wave = next(audio.load(src) for cid, src, _ in clips if cid == clip_id)
+    path = _stereo_44k(wave, tmp_path / "clip.wav")
+    loaded = audio.load(path)
+    assert abs(len(loaded) - len(wave)) <= 2  # resampled back to 16 kHz mono, same duration
+    n = min(len(loaded), len(wave))
+    assert np.corrcoef(loaded[:n], wave[:n])[0, 1] > 0.99
+    assert np.std(loaded[:n]) / np.std(wave[:n]) == pytest.approx(0.75, abs=0.02)  # mono = mean of the channels
+    texts = transcribe.main(["-m", out["run_dir"], str(path)])
+    assert len(texts) == 1 and isinstance(texts[0], str)
+
+
+@pytest.mark.slow
+def test_full_demo_learns(tmp_path):
+    """`make demo` as a user runs it: the built-in corpus, the tiny recipe, held-out WER <= 20%."""
+    r = subprocess.run([sys.executable, "-m", "speechlm.demo", "--out", str(tmp_path), "--name", "demo"],
+                       cwd=REPO, capture_output=True, text=True, timeout=1500)
+    assert r.returncode == 0, r.stderr[-3000:]
+    line = next(x for x in r.stdout.splitlines() if x.startswith("held-out WER"))
+    wer = float(line.split()[2].rstrip("%")) / 100
+    assert wer <= 0.20, r.stdout[-3000:]
+    # a trained model: batched decoding equals one clip at a time, and 44.1 kHz stereo input
+    # (resampled back to 16 kHz mono) gives the same transcript as the original clip
+    model = ev.load_model(str(tmp_path / "demo"))
+    _, clips = ev.dataset_clips(str(REPO / "shards" / "synthetic"), "test")
+    waves = [audio.load(src) for _, (cid, src, _) in zip(range(6), clips)]
+    batched = model.transcribe(waves)
+    assert batched == [model.transcribe([w])[0] for w in waves]
+    path = _stereo_44k(waves[0], tmp_path / "clip.wav")
+    assert transcribe.transcribe_files(model, [str(path)]) == [batched[0]]
