@@ -49,7 +49,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", default="outputs", help="training.output_dir")
     ap.add_argument("--name", default="demo", help="training.run_name")
     ap.add_argument("--eval-split", default="test")
-    ap.add_argument("--ctc-steps", type=int, default=1500, help="encoder CTC pretraining steps")
+    ap.add_argument("--ctc-steps", type=int, default=3000, help="encoder CTC pretraining steps")
     ap.add_argument("--shards", default="synthetic", help="data recipe of the corpus (default: the built-in one)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for the tiny recipe")
     args = ap.parse_args(argv)

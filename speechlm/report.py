@@ -22,7 +22,7 @@ PANELS = {
     "loss": ("Loss", lambda k: k in ("train/loss", "eval/loss"), False),
     "learning_rate": ("Learning rate", lambda k: k.startswith("train/learning_rate"), False),
     "grad_norm": ("Gradient norm (before clipping)", lambda k: k == "train/grad_norm", True),
-    "throughput": ("Throughput", lambda k: k.startswith("perf/") and k.endswith("_per_s"), False),
+    "throughput": ("Throughput", lambda k: k.startswith("perf/") and k.endswith("_per_s"), True),
 }
 
 
