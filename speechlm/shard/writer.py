@@ -8,6 +8,8 @@ temporary name and renamed when complete, so a killed build resumes by skipping 
 """
 from __future__ import annotations
 
+from speechlm.fsutil import atomic_write  # noqa: F401  (pipeline uses writer.atomic_write)
+
 import io
 import json
 import os
@@ -25,15 +27,6 @@ MAX_ERRORS_KEPT = 3
 
 def dumps(obj) -> bytes:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
 
 
 def tar_member_bytes(size: int) -> int:

@@ -7,6 +7,9 @@ A save builds `checkpoints/.tmp-step-N/` (DeepSpeed state in `ds/`, the exported
 """
 from __future__ import annotations
 
+from speechlm.fsutil import atomic_write as atomic_write_text
+from speechlm.fsutil import fsync_dir as _fsync_dir
+
 import json
 import logging
 import os
@@ -59,24 +62,6 @@ def _fsync_tree(root: Path) -> None:
             finally:
                 os.close(fd)
         _fsync_dir(Path(d))
-
-
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _world() -> tuple[int, int]:
