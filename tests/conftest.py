@@ -17,6 +17,19 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # An in-process trainer test starts a process group: it sets MASTER_PORT in os.environ (as a
+    # plain `python launch/train.py` does) and its TCPStore keeps listening there. A training
+    # child launched by a later test would inherit the port and fail with EADDRINUSE; without it,
+    # a world-size-1 child takes a free port of its own.
+    if _SESSION_MASTER_PORT is None:
+        os.environ.pop("MASTER_PORT", None)
+
+
+_SESSION_MASTER_PORT = os.environ.get("MASTER_PORT")
+
 SYNTHETIC_SIZES = {"train": 64, "eval": 16, "test": 8}
 SYNTHETIC_SHARD_CLIPS = 8
 

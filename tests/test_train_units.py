@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import resource
 import signal
+import socket
 
 import pytest
 import torch
@@ -20,6 +22,31 @@ from speechlm.train import optim
 
 def cfg_with(*overrides):
     return config_mod.load(Config, "production", None, list(overrides))
+
+
+# --------------------------------------------------------------------------- launcher env
+
+
+@pytest.mark.parametrize("given", [{}, {"RANK": "0", "WORLD_SIZE": "1"}])
+def test_single_process_gets_a_free_port_of_its_own(monkeypatch, given):
+    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.setenv(k, "")  # recorded, so what the function sets is undone at teardown
+        monkeypatch.delenv(k)
+    for k, v in given.items():
+        monkeypatch.setenv(k, v)
+    engine_mod.default_launcher_env()
+
+    assert (os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["LOCAL_RANK"]) == ("0", "1", "0")
+    with socket.socket() as s:  # the port it picked is free to bind
+        s.bind(("127.0.0.1", int(os.environ["MASTER_PORT"])))
+
+
+def test_launcher_env_is_left_alone(monkeypatch):
+    env = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "MASTER_ADDR": "node0", "MASTER_PORT": "29500"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    engine_mod.default_launcher_env()
+    assert {k: os.environ[k] for k in env} == env
 
 
 # --------------------------------------------------------------------------- ds config

@@ -25,14 +25,19 @@ def _free_port() -> int:
 
 
 def default_launcher_env() -> None:
-    """Plain `python launch/train.py` is world size 1: without these DeepSpeed falls back to MPI."""
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        return
-    os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("LOCAL_RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    """Plain `python launch/train.py` is world size 1: without these DeepSpeed falls back to MPI.
+
+    A single process needs no agreed port, so one that has none (say, RANK/WORLD_SIZE=1 left in
+    the environment by a parent process) takes a free one rather than failing at rendezvous.
+    """
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        os.environ.setdefault("RANK", "0")
+        os.environ.setdefault("LOCAL_RANK", "0")
+        os.environ.setdefault("WORLD_SIZE", "1")
+    if os.environ["WORLD_SIZE"] == "1":
+        os.environ.setdefault("LOCAL_RANK", "0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
 
 
 def init_distributed() -> tuple[int, int, torch.device]:
