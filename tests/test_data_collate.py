@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import pickle
+import shutil
 
 import numpy as np
 import pytest
 import torch
 
 from speechlm import text, tiny
-from speechlm.config import DataSet
+from speechlm.config import ConfigError, DataSet
 from speechlm.data import Collator, TrainLoader
 from speechlm.features import audio_token_count, num_feature_frames
 from test_data_util import write_set
@@ -104,3 +105,30 @@ def test_real_shards_two_ranks(synthetic_shards, tok):
     assert seen == sorted(ids)
     b = runs[0][0]
     assert b["input_features"].shape[-1] == 320 and b["labels"].ne(-100).any()
+
+
+def test_shared_memory_estimate_covers_the_largest_batch(tmp_path, tok):
+    """Workers hand batches over in /dev/shm; the up-front check must not underestimate a batch."""
+    from speechlm.data.loader import largest_batch_seconds
+
+    path = write_set(tmp_path, "a", [6, 6], min_s=0.3, max_s=1.5)
+    collator = make(tok)
+    loader = TrainLoader([DataSet(str(path))], collator, batch_size=4, num_workers=0, seed=1)
+    plan = loader.plan(0)
+    batches = list(loader)
+    actual = max(sum(t.numel() * t.element_size() for t in b.values() if isinstance(t, torch.Tensor))
+                 for b in batches)
+    estimate = largest_batch_seconds(loader.catalog, plan.workers[0]) * collator.bytes_per_audio_second
+    assert actual * 0.9 <= estimate <= actual * 1.25, (estimate, actual)
+
+
+def test_too_little_shared_memory_is_a_clear_error(tmp_path, tok):
+    """A /dev/shm too small for the batches in flight (Docker's 64 MiB default) would make the
+    workers' sends fail in a background thread and the trainer wait forever: refuse at the start."""
+    from speechlm.data.loader import check_shared_memory
+
+    free = shutil.disk_usage(tmp_path).free
+    check_shared_memory(2, 2, free / 8, shm_dir=tmp_path)  # fits: no error
+    check_shared_memory(0, 2, free * 8, shm_dir=tmp_path)  # no workers: nothing goes through shm
+    with pytest.raises(ConfigError, match=r"data.num_workers=2 x data.prefetch_factor=2 .* MiB free"):
+        check_shared_memory(2, 2, free, shm_dir=tmp_path)

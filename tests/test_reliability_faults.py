@@ -14,10 +14,14 @@ Tolerance: per-step losses and final weights equal to 1e-6 (absolute); in practi
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import shlex
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,7 +32,7 @@ from safetensors.torch import load_file
 
 from faults.bad_data import make_bad_set
 from faults.proc import Train
-from speechlm.config import DataSet
+from speechlm.config import REPO_ROOT, DataSet
 from speechlm.data import TrainLoader
 from test_data_util import ids_collate
 
@@ -206,3 +210,26 @@ def test_nonfinite_loss_skips_the_update_and_names_the_clips(bad_set, tmp_path):
     skipped_line = next(x for x in text.splitlines() if "update skipped" in x)
     step = int(skipped_line.split("step ")[1].split(":")[0])
     assert all(i in skipped_line for i in ledger[step - 1]["ids"])  # the batch is named clip by clip
+
+
+def _small_shm_works() -> bool:
+    probe = "mount -t tmpfs -o size=1M tmpfs /dev/shm && test $(df -k --output=size /dev/shm | tail -1) -le 1024"
+    try:
+        return subprocess.run(["unshare", "-m", "sh", "-c", probe], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.skipif(not _small_shm_works(), reason="needs `unshare -m` and tmpfs mounts (root in a private mount ns)")
+def test_full_dev_shm_is_a_clear_error_not_a_hang(bad_set, tmp_path):
+    """Docker's 64 MiB /dev/shm (here 1 MiB, in a private mount namespace) used to make DataLoader
+    workers fail in a background thread while the trainer waited forever."""
+    args = [sys.executable, "launch/train.py", "--config", "tiny", *overrides(bad_set.path, tmp_path, "shm"),
+            "data.num_workers=2", "training.max_steps=3"]
+    script = "mount -t tmpfs -o size=1M tmpfs /dev/shm && exec " + shlex.join(args)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True,
+                       text=True, timeout=300)  # the watchdog: a hang fails here
+    assert p.returncode == 2, p.stderr[-3000:]
+    errors = [x for x in p.stderr.splitlines() if "error:" in x]
+    assert len(errors) == 1 and "/dev/shm has 1 MiB free" in errors[0] and "Traceback" not in p.stderr

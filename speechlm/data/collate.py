@@ -43,6 +43,13 @@ class Collator:
             ids = self._prompts[n_audio] = text.prompt_ids(self.tokenizer, n_audio, self.prompt, self.audio_token)
         return ids
 
+    @property
+    def bytes_per_audio_second(self) -> float:
+        """Bytes a batch takes per second of padded audio: the float32 features and their int64 mask
+        (token ids and labels add well under 1%)."""
+        frames = SAMPLE_RATE / self.features.hop_length / self.features.frame_stacking
+        return frames * (4 * self.features.feature_size + 8)
+
     def num_audio_tokens(self, num_samples: int) -> int:
         return audio_token_count(num_samples, self.encoder_conv_layers, self.pool_stride)
 

@@ -13,16 +13,51 @@ reorder buffer undoes any difference between workers' arrival order and step ord
 from __future__ import annotations
 
 import logging
+import shutil
 from collections import Counter
+from pathlib import Path
 from typing import Iterator
 
 import torch
 
 from speechlm.config import ConfigError, DataSet
-from speechlm.data.plan import Catalog, EpochPlan, load_catalog, plan_epoch, plan_eval
+from speechlm.data.plan import PAD, Block, Catalog, EpochPlan, load_catalog, plan_epoch, plan_eval
 from speechlm.data.reader import PlanDataset
 
 log = logging.getLogger(__name__)
+
+SHM_DIR = Path("/dev/shm")
+
+
+def largest_batch_seconds(catalog: Catalog, worker_blocks: list[list[Block]]) -> float:
+    """Padded audio seconds (clips x the longest) of the largest batch these workers will collate."""
+    sizes = [len(b) * float(catalog.durations[b].max()) for blocks in worker_blocks for blk in blocks
+             for b in blk.batches if b is not PAD and len(b)]
+    return max(sizes, default=0.0)
+
+
+def check_shared_memory(num_workers: int, prefetch_factor: int, batch_bytes: float, shm_dir: Path = SHM_DIR) -> None:
+    """Refuse to start DataLoader workers that /dev/shm cannot hold.
+
+    Workers hand batches over through shared memory. When it runs out (Docker's default is 64 MiB)
+    the worker's send fails in a background thread and the trainer waits forever, so the need is
+    checked up front: up to workers x prefetch_factor batches are in flight at once.
+    """
+    if num_workers <= 0 or not shm_dir.is_dir():
+        return
+    need = num_workers * prefetch_factor * batch_bytes
+    free = shutil.disk_usage(shm_dir).free
+    if need > free:
+        raise ConfigError(
+            f"data.num_workers={num_workers} x data.prefetch_factor={prefetch_factor} keep up to "
+            f"{need / 2**20:.0f} MiB of batches in shared memory, but {shm_dir} has {free / 2**20:.0f} MiB free "
+            "(DataLoader workers would hang): give the container more (docker run --shm-size=16g), or lower "
+            "data.num_workers (0 collates in the trainer), data.prefetch_factor or the batch size")
+
+
+def _check_workers(catalog: Catalog, worker_blocks, collator, num_workers: int, prefetch_factor: int) -> None:
+    per_second = getattr(collator, "bytes_per_audio_second", 0)
+    check_shared_memory(num_workers, prefetch_factor, largest_batch_seconds(catalog, worker_blocks) * per_second)
 
 
 def _batches(dataset: PlanDataset, num_workers: int, prefetch_factor: int, first: int,
@@ -142,6 +177,7 @@ class TrainLoader:
         plan = self.plan()
         start = self.step_in_epoch
         if start < plan.steps:
+            _check_workers(self.catalog, plan.workers[self.rank], self.collator, self.num_workers, self.prefetch_factor)
             ds = PlanDataset(self.catalog, plan.workers[self.rank], plan.pad_gid, self.collator, start_step=start)
             for step, batch in _batches(ds, self.num_workers, self.prefetch_factor, start, self.stats):
                 self.step_in_epoch = step + 1
@@ -175,6 +211,7 @@ class EvalLoader:
         return self.plan.steps
 
     def __iter__(self) -> Iterator[dict]:
+        _check_workers(self.catalog, self.plan.workers[self.rank], self.collator, self.num_workers, self.prefetch_factor)
         ds = PlanDataset(self.catalog, self.plan.workers[self.rank], self.plan.pad_gid, self.collator)
         for _, batch in _batches(ds, self.num_workers, self.prefetch_factor, 0, self.stats):
             yield batch
