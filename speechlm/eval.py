@@ -113,17 +113,26 @@ def evaluate(model, spec: str, n: int | None = None, batch_size: int = 8, split:
     return result
 
 
+def local_model(model_dir: str) -> Path | None:
+    """The export folder a local MODEL_DIR names (ConfigError if none); None for a Hub id. Cheap:
+    CLIs call it before anything slow so that a wrong path fails at once."""
+    p = Path(model_dir)
+    if p.is_dir():
+        return resolve_model_dir(p)
+    if p.suffix or model_dir.startswith((".", "/")) or model_dir.count("/") != 1:
+        raise ConfigError(f"model '{model_dir}' is neither a local folder nor a Hub id")
+    return None
+
+
 def load_model(model_dir: str):
     from speechlm.model import SpeechLM
 
-    p = Path(model_dir)
-    if not p.is_dir():
-        if p.suffix or model_dir.startswith((".", "/")) or model_dir.count("/") != 1:
-            raise ConfigError(f"model '{model_dir}' is neither a local folder nor a Hub id")
+    p = local_model(model_dir)
+    if p is None:
         from huggingface_hub import snapshot_download
 
-        p = Path(snapshot_download(model_dir))
-    return SpeechLM.from_pretrained(resolve_model_dir(p))
+        p = resolve_model_dir(Path(snapshot_download(model_dir)))
+    return SpeechLM.from_pretrained(p)
 
 
 def resolve_model_dir(p: Path) -> Path:
@@ -162,7 +171,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.n is not None and args.n <= 0:
         raise ConfigError(f"-n must be positive, got {args.n}")
-    for d in args.dataset:  # validate first: a wrong dataset fails before the model loads
+    local_model(args.model)  # validate first, in argument order: a wrong path fails before anything loads
+    for d in args.dataset:
         dataset_clips(d, args.split)
     torch.manual_seed(0)
     model = load_model(args.model)

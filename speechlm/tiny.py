@@ -141,54 +141,40 @@ def _vocab_size(tok) -> int:
     return ((len(tok) + 63) // 64) * 64
 
 
-def _build_qwen3_5(out: Path) -> None:
-    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
-
+def _save_decoder(out: Path, model_cls, config_cls, **arch) -> None:
+    """A tiny decoder with the shared small shape plus `arch`, and the tokenizer, saved to `out`."""
     tok = build_tokenizer()
     torch.manual_seed(0)
-    cfg = Qwen3_5TextConfig(
+    cfg = config_cls(
         vocab_size=_vocab_size(tok),
         hidden_size=64,
         intermediate_size=128,
-        num_hidden_layers=4,  # default layer_types: 3 linear_attention then 1 full_attention
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=16,
-        linear_num_key_heads=2,
-        linear_key_head_dim=16,
-        linear_num_value_heads=4,
-        linear_value_head_dim=16,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         pad_token_id=tok.pad_token_id,
         eos_token_id=tok.eos_token_id,
         bos_token_id=None,
+        **arch,
     )
-    Qwen3_5ForCausalLM(cfg).save_pretrained(out)
+    model_cls(cfg).save_pretrained(out)
     tok.save_pretrained(out)
+
+
+def _build_qwen3_5(out: Path) -> None:
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    # default layer_types for 4 layers: 3 linear_attention then 1 full_attention
+    _save_decoder(out, Qwen3_5ForCausalLM, Qwen3_5TextConfig, num_hidden_layers=4, linear_num_key_heads=2,
+                  linear_key_head_dim=16, linear_num_value_heads=4, linear_value_head_dim=16)
 
 
 def _build_qwen3(out: Path) -> None:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    tok = build_tokenizer()
-    torch.manual_seed(0)
-    cfg = Qwen3Config(
-        vocab_size=_vocab_size(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
-        bos_token_id=None,
-    )
-    Qwen3ForCausalLM(cfg).save_pretrained(out)
-    tok.save_pretrained(out)
+    _save_decoder(out, Qwen3ForCausalLM, Qwen3Config, num_hidden_layers=2)
 
 
 def _build_granite_speech5(out: Path) -> None:

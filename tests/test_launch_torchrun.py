@@ -5,20 +5,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.infra.daemons import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = 6
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def agents(tmp: Path, name: str, shards: Path, nnodes: int, nproc: int) -> list[float]:

@@ -11,8 +11,9 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
+
+from tests.infra.daemons import free_port, stop, wait_until
 
 PACKAGES = ("slurm-wlm", "munge")
 MUNGE_KEY = Path("/etc/munge/munge.key")
@@ -34,11 +35,6 @@ def install() -> None:
     subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], check=True, env=env, timeout=900,
                    stdout=subprocess.DEVNULL)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _munge_key() -> None:
@@ -62,8 +58,8 @@ def write_conf(tmp: Path, cpus: int, kill_wait: int) -> Path:
 SlurmctldHost={host}
 SlurmUser=root
 SlurmdUser=root
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
 AuthType=auth/munge
 StateSaveLocation={tmp / 'state'}
 SlurmdSpoolDir={tmp / 'spool'}
@@ -100,37 +96,25 @@ def cluster(tmp: Path, cpus: int = 2, kill_wait: int = 60):
         for d in ("/run/munge", "/var/log/munge", "/var/lib/munge"):
             Path(d).mkdir(parents=True, exist_ok=True)
             shutil.chown(d, "munge", "munge")
+        def answers(cmd: list[str], says: str = "") -> bool:
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            return r.returncode == 0 and says in r.stdout
+
+        def start(name: str, cmd: list[str], ready: list[str], says: str, log: Path, **kw) -> None:
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(tmp / f"{name}.err", "w"), **kw))
+            wait_until(lambda: answers(ready, says), 60, name, log, procs[-1], poll=0.5)
+
         # munged in the foreground as the munge user on the default socket (where Slurm looks);
         # a munged that already answers there is reused, not ours to stop
-        if subprocess.run(["munge", "-n"], capture_output=True).returncode != 0:
-            procs.append(subprocess.Popen(["munged", "-F"], user="munge", group="munge",
-                                          stdout=subprocess.DEVNULL, stderr=open(tmp / "munged.err", "w")))
-            _wait(lambda: subprocess.run(["munge", "-n"], capture_output=True).returncode == 0, 20, "munged", tmp / "munged.err")
-        procs.append(subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(conf)], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=open(tmp / "slurmctld.err", "w")))
-        _wait(lambda: subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True).stdout.count("UP") > 0,
-              60, "slurmctld", tmp / "slurmctld.log")
-        procs.append(subprocess.Popen(["slurmd", "-D", "-f", str(conf)], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=open(tmp / "slurmd.err", "w")))
-        _wait(lambda: "idle" in subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True, text=True).stdout,
-              60, "slurmd", tmp / "slurmd.log")
+        if not answers(["munge", "-n"]):
+            start("munged", ["munged", "-F"], ["munge", "-n"], "", tmp / "munged.err", user="munge", group="munge")
+        start("slurmctld", ["slurmctld", "-D", "-i", "-f", str(conf)], ["scontrol", "ping"], "UP",
+              tmp / "slurmctld.log", env=env)
+        start("slurmd", ["slurmd", "-D", "-f", str(conf)], ["sinfo", "-h", "-o", "%t"], "idle", tmp / "slurmd.log",
+              env=env)
         yield env
     finally:
         with contextlib.suppress(Exception):
             subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True, timeout=20)
         for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
-def _wait(ok, timeout: float, what: str, log: Path) -> None:
-    deadline = time.time() + timeout
-    while not ok():
-        if time.time() > deadline:
-            tail = log.read_text()[-2000:] if log.is_file() else "(no log)"
-            raise RuntimeError(f"{what} did not come up within {timeout:.0f} s: {tail}")
-        time.sleep(0.5)
+            stop(p, 20)

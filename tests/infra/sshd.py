@@ -7,17 +7,12 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.infra.daemons import free_port, stop, wait_until
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -63,21 +58,13 @@ def sshd(tmp: Path, env: dict[str, str] | None = None):
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")],
                             stdout=subprocess.DEVNULL, stderr=open(tmp / "sshd.log", "w"))
     try:
-        deadline = time.time() + 20
-        while True:
+        def listening() -> bool:
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"sshd did not start: {(tmp / 'sshd.log').read_text()[-2000:]}")
-            time.sleep(0.1)
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(listening, 20, "sshd", tmp / "sshd.log", proc)
         host_pub = (tmp / "host_key.pub").read_text().split()
         (tmp / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
         yield Sshd("127.0.0.1", port, str(tmp / "client_key"), str(tmp / "known_hosts"))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 10)
