@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import functools
 import os
+import re
 import sys
 import types
 import typing
@@ -99,15 +100,33 @@ def load_tree(
         _load_tree(find_recipe(experiment, dirs), tree, origin)
     for text in overrides:
         key, value = parse_override(text)
-        node = tree
-        parts = key.split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override '{text}': '{p}' is not a section")
-        node[parts[-1]] = value
+        _set(tree, key, value, text)
         origin[key] = "command line"
     return tree, origin
+
+
+def _set(tree: dict, key: str, value, text: str) -> None:
+    """Set dotted `key` in the raw tree. In a list, a component is an index into an existing
+    element (data.train.0.weight=2); the element's fields are type-checked later by `build`."""
+    parts = key.split(".")
+    node: Any = tree
+    for n, p in enumerate(parts):
+        if isinstance(node, list):
+            p = _index(node, p, key, ".".join(parts[:n]))
+        elif not isinstance(node, dict):
+            raise ConfigError(f"override '{text}': '{parts[n - 1]}' is not a section")
+        if n == len(parts) - 1:
+            node[p] = value
+        else:
+            node = node[p] if isinstance(node, list) else node.setdefault(p, {})
+
+
+def _index(seq: list, p: str, key: str, name: str) -> int:
+    i = int(p) if re.fullmatch(r"-?[0-9]+", p) else None
+    if i is None or not 0 <= i < len(seq):
+        what = f"'{p}' is not an index" if i is None else f"index {i} out of range"
+        raise ConfigError(f"override '{key}': {what}, {name} is a list of {len(seq)} element{'' if len(seq) == 1 else 's'}")
+    return i
 
 
 def _nearest(word: str, options) -> str:
@@ -116,8 +135,9 @@ def _nearest(word: str, options) -> str:
 
 
 def _where(key: str, origin: dict) -> str:
-    # the most specific origin recorded for this key or one of its parents
-    parts = key.split(".")
+    # the most specific origin recorded for this key or one of its parents; errors name a list
+    # element data.train[0], an override names it data.train.0
+    parts = key.replace("[", ".").replace("]", "").split(".")
     for i in range(len(parts), 0, -1):
         src = origin.get(".".join(parts[:i]))
         if src:
@@ -147,6 +167,9 @@ def _coerce(tp, value, key: str, origin: dict):
             return value
         raise ConfigError(f"{key}: must be one of {', '.join(map(repr, args))}, got {value!r}{_nearest(str(value), map(str, args))}{_where(key, origin)}")
     if org is list:
+        if isinstance(value, dict) and value and all(isinstance(k, str) and re.fullmatch(r"-?[0-9]+", k) for k in value):
+            # an override indexed into a list that only the schema default holds, not a recipe
+            raise ConfigError(f"{key}: no recipe sets this list, so an override cannot index into it; give the whole list ({key}=[...])")
         if not isinstance(value, list):
             raise bad
         return [_coerce(args[0], v, f"{key}[{i}]", origin) for i, v in enumerate(value)] if args else value
