@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from speechlm.config import REPO_ROOT
+from speechlm.config import REPO_ROOT, Config, ConfigError, load
 
 PER_CASE_S = 5.0  # generous on a loaded 2-core box; a model build would take far longer
 
@@ -226,3 +226,34 @@ def test_real_commands_exit_2_with_one_line():
         lines = [line for line in err.splitlines() if line.strip() and "WARNING" not in line and "real_accelerator" not in line]
         assert len(lines) == 1 and "error:" in lines[0] and must in lines[0], (argv, err[-2000:])
         assert "Traceback" not in err
+
+
+# ---- key=value overrides index into lists: data.train.0.weight=2
+TWO_SETS = "data.train=[{path: a}, {path: b, weight: 3}]"
+
+
+def test_override_index_changes_exactly_that_element():
+    before = load(Config, "tiny", None, [TWO_SETS])
+    after = load(Config, "tiny", None, [TWO_SETS, "data.train.1.weight=0.5", "data.train.0.path=/x"])
+    assert [(s.path, s.weight, s.split) for s in after.data.train] == [("/x", 1.0, "train"), ("b", 0.5, "train")]
+    after.data.train[0].path, after.data.train[1].weight = "a", 3.0
+    assert after == before  # nothing else moved
+    assert load(Config, "tiny", None, ["data.train.0.weight=2"]).data.train[0].weight == 2.0  # a recipe's list
+
+
+@pytest.mark.parametrize("override,must", [
+    ("data.train.2.weight=1", ["'data.train.2.weight'", "index 2 out of range", "list of 2 elements"]),
+    ("data.train.-1.weight=1", ["'data.train.-1.weight'", "out of range"]),
+    ("data.train.weight=1", ["'data.train.weight'", "'weight' is not an index"]),
+    ("data.train.1.wieght=1", ["'data.train[1].wieght'", "'weight'", "command line"]),
+    ("data.train.1.weight=heavy", ["data.train[1].weight", "expected float", "'heavy'"]),
+    ("data.train.0.path=[a]", ["data.train[0].path", "expected str"]),
+    ("model.encoder_conv_layers.0.1=3", ["model.encoder_conv_layers", "give the whole list"]),
+])
+def test_override_index_mistake_is_one_line(override, must):
+    with pytest.raises(ConfigError) as exc:
+        load(Config, "tiny", None, [TWO_SETS, override])
+    msg = str(exc.value)
+    assert "\n" not in msg
+    for m in must:
+        assert m in msg, (m, msg)

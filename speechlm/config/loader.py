@@ -11,169 +11,20 @@ import dataclasses
 import difflib
 import functools
 import os
+import re
 import sys
 import types
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-PACKAGE_RECIPES = Path(__file__).parent / "recipes"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from speechlm.config.schema import Config, ConfigError
 
-
-class ConfigError(ValueError):
-    """A user mistake in a config or command line: reported as one line, exit status 2."""
-
-
-# --------------------------------------------------------------------------- schema
-
-
-@dataclass
-class ModelConfig:
-    audio_model_id: str = "ibm-granite/granite-speech-5.0-470m-turboctc-nc"
-    text_model_id: str = "Qwen/Qwen3.5-2B"
-    model_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
-    projector_dtype: Literal["bfloat16", "float32"] = "float32"
-    projector_pool_stride: int = 1
-    projector_hidden_dim: int = 4096
-    # [padding, kernel, stride] per time-subsampling layer of the encoder (Granite Speech 5: ~4x)
-    encoder_conv_layers: list[list[int]] = field(default_factory=lambda: [[0, 2, 2], [0, 2, 2]])
-    calibrate_projector: bool = True
-    use_lora: bool = True
-    lora_rank: int = 64
-    lora_alpha: int = 64
-    lora_dropout: float = 0.0
-    lora_target_modules: Any = "all-linear"
-    audio_token: str = "<audio>"
-    prompt: str = "Transcribe the audio."
-    trust_remote_code: bool = False
-    max_new_tokens: int = 128
-
-
-@dataclass
-class DataSet:
-    """One built shard set (the output folder of `python -m speechlm.shard`)."""
-
-    path: str = ""
-    weight: float = 1.0
-    split: str = "train"
-
-
-@dataclass
-class DataConfig:
-    # shard recipe to build on the fly when a shard set is missing (e.g. shards/synthetic.yaml)
-    recipe: str | None = None
-    train: list[DataSet] = field(default_factory=list)
-    eval: list[DataSet] = field(default_factory=list)
-    max_eval_samples_per_dataset: int = 200
-    batching: Literal["clips", "seconds"] = "clips"
-    # with batching=seconds: total audio seconds per batch (per device)
-    batch_seconds: float = 0.0
-    shuffle_shards_per_block: int = 4
-    num_workers: int = 2
-    prefetch_factor: int = 2
-
-
-@dataclass
-class TrainingConfig:
-    output_dir: str = "outputs"
-    run_name: str | None = None
-    seed: int = 44
-    learning_rate: float = 1e-3  # projector
-    decoder_learning_rate: float = 1e-4  # LoRA adapters / decoder
-    encoder_learning_rate: float = 1e-5  # only used if the encoder is unfrozen
-    projector_weight_decay: float = 0.01
-    weight_decay: float = 0.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_epsilon: float = 1e-8
-    warmup_steps: int = 1000
-    lr_scheduler_type: Literal["cosine", "linear", "constant"] = "cosine"
-    max_grad_norm: float = 1.0
-    per_device_train_batch_size: int = 256
-    per_device_eval_batch_size: int = 128
-    gradient_accumulation_steps: int = 1
-    num_train_epochs: float = 2
-    max_steps: int = -1
-    eval_steps: int = 2000
-    save_steps: int = 2000
-    logging_steps: int = 10
-    save_total_limit: int | None = 3
-    resume_from_checkpoint: str | None = None
-    push_to_hub: bool = False
-    hub_model_id: str | None = None
-    hub_private_repo: bool = True
-    report_to: Literal["wandb", "none"] = "none"
-    wandb_project: str = "speechlm"
-    bf16: bool = True
-    attn_implementation: str = "auto"
-    gradient_checkpointing: bool = False
-    freeze_audio_encoder: bool = True
-    freeze_language_model: bool = True
-    freeze_text_embed_tokens: bool = True
-    freeze_projector: bool = False
-    use_lora: bool | None = None  # overrides model.use_lora when set
-    max_nonfinite_in_a_row: int = 10
-    grad_norm_spike: float = 100.0
-
-
-@dataclass
-class DeepSpeedConfig:
-    zero_stage: int = 2
-    config: str | None = None  # path; default ds_configs/zero{stage}.json (zero3_offload with offload)
-    offload: bool = False
-
-
-@dataclass
-class Config:
-    model: ModelConfig = field(default_factory=ModelConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    training: TrainingConfig = field(default_factory=TrainingConfig)
-    deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
-
-    def validate(self) -> None:
-        """Cross-field checks that need no files or models, so every CLI fails in seconds, not after
-        a model is built (`load` calls this). File-backed checks (ds JSON, shards) live with their readers."""
-        t, d, m = self.training, self.data, self.model
-        positive = {"training.gradient_accumulation_steps": t.gradient_accumulation_steps,
-                    "training.per_device_eval_batch_size": t.per_device_eval_batch_size,
-                    "data.prefetch_factor": d.prefetch_factor, "data.shuffle_shards_per_block": d.shuffle_shards_per_block,
-                    "model.projector_pool_stride": m.projector_pool_stride, "model.projector_hidden_dim": m.projector_hidden_dim,
-                    "training.max_nonfinite_in_a_row": t.max_nonfinite_in_a_row}
-        if m.use_lora if t.use_lora is None else t.use_lora:
-            positive["model.lora_rank"] = m.lora_rank
-        if d.batching == "clips":
-            positive["training.per_device_train_batch_size"] = t.per_device_train_batch_size
-        else:
-            positive["data.batch_seconds"] = d.batch_seconds
-        non_negative = {"training.learning_rate": t.learning_rate, "training.decoder_learning_rate": t.decoder_learning_rate,
-                        "training.encoder_learning_rate": t.encoder_learning_rate, "training.warmup_steps": t.warmup_steps,
-                        "training.weight_decay": t.weight_decay, "training.max_grad_norm": t.max_grad_norm,
-                        "training.eval_steps": t.eval_steps, "training.save_steps": t.save_steps,
-                        "training.logging_steps": t.logging_steps, "data.num_workers": d.num_workers,
-                        "data.max_eval_samples_per_dataset": d.max_eval_samples_per_dataset}
-        for key, v in positive.items():
-            if not v > 0:
-                raise ConfigError(f"{key}: must be > 0, got {v}")
-        for key, v in non_negative.items():
-            if not v >= 0:
-                raise ConfigError(f"{key}: must be >= 0, got {v}")
-        if t.max_steps <= 0 and not t.num_train_epochs > 0:
-            raise ConfigError(f"training.num_train_epochs: must be > 0 when training.max_steps <= 0, got {t.num_train_epochs}")
-        if not (0 <= t.adam_beta1 < 1 and 0 <= t.adam_beta2 < 1):
-            raise ConfigError(f"training.adam_beta1/adam_beta2: must be in [0, 1), got {t.adam_beta1}, {t.adam_beta2}")
-        for i, s in enumerate(d.train + d.eval):
-            key = f"data.train[{i}]" if i < len(d.train) else f"data.eval[{i - len(d.train)}]"
-            if not s.path:
-                raise ConfigError(f"{key}.path: empty (give the folder of a built shard set)")
-            if not s.weight >= 0:
-                raise ConfigError(f"{key}.weight: must be >= 0, got {s.weight}")
-
-
-# --------------------------------------------------------------------------- loading
+# this file is speechlm/config/loader.py: the shipped recipes are speechlm/recipes/
+PACKAGE_RECIPES = Path(__file__).parent.parent / "recipes"
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def find_recipe(name_or_path: str, search: list[Path] | None = None) -> Path:
@@ -249,15 +100,33 @@ def load_tree(
         _load_tree(find_recipe(experiment, dirs), tree, origin)
     for text in overrides:
         key, value = parse_override(text)
-        node = tree
-        parts = key.split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override '{text}': '{p}' is not a section")
-        node[parts[-1]] = value
+        _set(tree, key, value, text)
         origin[key] = "command line"
     return tree, origin
+
+
+def _set(tree: dict, key: str, value, text: str) -> None:
+    """Set dotted `key` in the raw tree. In a list, a component is an index into an existing
+    element (data.train.0.weight=2); the element's fields are type-checked later by `build`."""
+    parts = key.split(".")
+    node: Any = tree
+    for n, p in enumerate(parts):
+        if isinstance(node, list):
+            p = _index(node, p, key, ".".join(parts[:n]))
+        elif not isinstance(node, dict):
+            raise ConfigError(f"override '{text}': '{parts[n - 1]}' is not a section")
+        if n == len(parts) - 1:
+            node[p] = value
+        else:
+            node = node[p] if isinstance(node, list) else node.setdefault(p, {})
+
+
+def _index(seq: list, p: str, key: str, name: str) -> int:
+    i = int(p) if re.fullmatch(r"-?[0-9]+", p) else None
+    if i is None or not 0 <= i < len(seq):
+        what = f"'{p}' is not an index" if i is None else f"index {i} out of range"
+        raise ConfigError(f"override '{key}': {what}, {name} is a list of {len(seq)} element{'' if len(seq) == 1 else 's'}")
+    return i
 
 
 def _nearest(word: str, options) -> str:
@@ -266,8 +135,9 @@ def _nearest(word: str, options) -> str:
 
 
 def _where(key: str, origin: dict) -> str:
-    # the most specific origin recorded for this key or one of its parents
-    parts = key.split(".")
+    # the most specific origin recorded for this key or one of its parents; errors name a list
+    # element data.train[0], an override names it data.train.0
+    parts = key.replace("[", ".").replace("]", "").split(".")
     for i in range(len(parts), 0, -1):
         src = origin.get(".".join(parts[:i]))
         if src:
@@ -297,6 +167,9 @@ def _coerce(tp, value, key: str, origin: dict):
             return value
         raise ConfigError(f"{key}: must be one of {', '.join(map(repr, args))}, got {value!r}{_nearest(str(value), map(str, args))}{_where(key, origin)}")
     if org is list:
+        if isinstance(value, dict) and value and all(isinstance(k, str) and re.fullmatch(r"-?[0-9]+", k) for k in value):
+            # an override indexed into a list that only the schema default holds, not a recipe
+            raise ConfigError(f"{key}: no recipe sets this list, so an override cannot index into it; give the whole list ({key}=[...])")
         if not isinstance(value, list):
             raise bad
         return [_coerce(args[0], v, f"{key}[{i}]", origin) for i, v in enumerate(value)] if args else value
