@@ -114,11 +114,11 @@ def evaluate(model, spec: str, n: int | None = None, batch_size: int = 8, split:
 
 
 def local_model(model_dir: str) -> Path | None:
-    """The export folder a local MODEL_DIR names (ConfigError if none); None for a Hub id. Cheap:
-    CLIs call it before anything slow so that a wrong path fails at once."""
+    """The local folder MODEL_DIR names, None for a Hub id, ConfigError for neither. Cheap: CLIs
+    call it before anything slow so that a wrong path fails at once."""
     p = Path(model_dir)
     if p.is_dir():
-        return resolve_model_dir(p)
+        return p
     if p.suffix or model_dir.startswith((".", "/")) or model_dir.count("/") != 1:
         raise ConfigError(f"model '{model_dir}' is neither a local folder nor a Hub id")
     return None
@@ -131,8 +131,8 @@ def load_model(model_dir: str):
     if p is None:
         from huggingface_hub import snapshot_download
 
-        p = resolve_model_dir(Path(snapshot_download(model_dir)))
-    return SpeechLM.from_pretrained(p)
+        p = Path(snapshot_download(model_dir))
+    return SpeechLM.from_pretrained(resolve_model_dir(p))
 
 
 def resolve_model_dir(p: Path) -> Path:
