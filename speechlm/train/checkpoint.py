@@ -7,9 +7,6 @@ A save builds `checkpoints/.tmp-step-N/` (DeepSpeed state in `ds/`, the exported
 """
 from __future__ import annotations
 
-from speechlm.fsutil import atomic_write as atomic_write_text
-from speechlm.fsutil import fsync_dir as _fsync_dir
-
 import json
 import logging
 import os
@@ -21,6 +18,9 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from speechlm.fsutil import atomic_write as atomic_write_text
+from speechlm.fsutil import fsync_dir as _fsync_dir
 
 log = logging.getLogger("speechlm.train")
 
@@ -64,6 +64,14 @@ def _fsync_tree(root: Path) -> None:
         _fsync_dir(Path(d))
 
 
+def _free_space(path: Path) -> str:
+    # torch.save reports a full disk as e.g. "unexpected pos 680384 vs 680272": say what is left
+    try:
+        return f"{shutil.disk_usage(path).free / 2**20:.1f} MiB free on {path}"
+    except OSError as e:
+        return f"free space unknown: {e}"
+
+
 def _world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
@@ -82,6 +90,50 @@ def _all_ok(ok: bool) -> bool:
 def _barrier() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
+
+
+class _WriteGuard:
+    """Stands in for DeepSpeed's checkpoint engine during one save: a write that fails (disk full, an
+    I/O error) is recorded instead of raised. A rank that raised out of `save_checkpoint` would skip
+    the save's closing barrier while the other ranks wait in it, and every later collective would
+    pair with the wrong one: a hang until the process-group timeout, or mismatched reductions. With
+    the guard every rank runs DeepSpeed's save to its end, and the failure is then agreed on."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.error: Exception | None = None
+
+    def save(self, state_dict, path: str) -> None:
+        if self.error is None:  # after one failure this save is lost anyway: don't write more of it
+            try:
+                self.inner.save(state_dict, path)
+            except Exception as e:  # torch.save reports a full disk as RuntimeError, not OSError
+                self.error = e
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def _save_deepspeed(engine, path: Path, step: int) -> None:
+    """engine.save_checkpoint with failures that leave every rank in step (see _WriteGuard)."""
+    guard = _WriteGuard(engine.checkpoint_engine)
+    copy_scripts = engine._copy_recovery_script  # rank 0 copies zero_to_fp32.py outside the engine
+
+    def copy_guarded(save_path):
+        try:
+            copy_scripts(save_path)
+        except OSError as e:
+            guard.error = guard.error or e
+
+    engine.checkpoint_engine, engine._copy_recovery_script = guard, copy_guarded
+    try:
+        engine.save_checkpoint(str(path), tag=DS_TAG, client_state={"step": step}, save_latest=False,
+                               exclude_frozen_parameters=True)
+    finally:
+        engine.checkpoint_engine = guard.inner
+        del engine._copy_recovery_script  # the class's method again
+    if guard.error is not None:
+        raise guard.error
 
 
 # --------------------------------------------------------------------------- manager
@@ -143,8 +195,7 @@ class CheckpointManager:
                 ok, err = False, repr(e)
         if _all_ok(ok):
             try:
-                engine.save_checkpoint(str(tmp / "ds"), tag=DS_TAG, client_state={"step": step},
-                                       save_latest=False, exclude_frozen_parameters=True)
+                _save_deepspeed(engine, tmp / "ds", step)
             except Exception as e:  # torch.save reports a full disk as RuntimeError, not OSError
                 ok, err = False, repr(e)
         if _all_ok(ok):
@@ -171,8 +222,8 @@ class CheckpointManager:
             if self.rank == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
                 prev = self.latest()
-                log.error("checkpoint step-%d FAILED (%s); the previous checkpoint %s stays valid",
-                          step, err or "on another rank", prev if prev else "(none yet)")
+                log.error("checkpoint step-%d FAILED (%s; %s); the previous checkpoint %s stays valid",
+                          step, err or "on another rank", _free_space(self.dir), prev if prev else "(none yet)")
             return None
         if self.rank == 0:
             self._prune()
