@@ -171,12 +171,13 @@ def _tmpfs_works() -> bool:
 
 
 @pytest.mark.skipif(not _tmpfs_works(), reason="needs `unshare -m` and tmpfs mounts (root in a private mount ns)")
-def test_disk_full_on_two_ranks_fails_the_save_not_the_run(tmp_path, shards):
+@pytest.mark.parametrize("stage", [2, 3])
+def test_disk_full_on_two_ranks_fails_the_save_not_the_run(tmp_path, shards, stage):
     """A full disk hits the ranks' writes at different points of DeepSpeed's save (here: rank 0's
     model states, then either rank's optimizer partition). Every rank must still leave the save
     together: a rank raising out of it would skip its closing barrier and hang the others."""
     over = [*data_args(shards), "training.per_device_train_batch_size=4", "data.num_workers=1",
-            "training.max_steps=6", "training.save_steps=2", "training.save_total_limit=1"]
+            "training.max_steps=6", "training.save_steps=2", "training.save_total_limit=1", f"deepspeed.zero_stage={stage}"]
     size = train(tmp_path, "measure", "torchrun", 2, *over, "training.max_steps=2")
     ckpt = sum(f.stat().st_size for f in (size / "checkpoints" / "step-2").rglob("*") if f.is_file())
     # room for one checkpoint and the logs, not for a second one beside it
