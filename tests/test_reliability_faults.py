@@ -32,6 +32,7 @@ from safetensors.torch import load_file
 
 from faults.bad_data import make_bad_set
 from faults.proc import Train
+from tests.infra.mounts import SKIP_REASON, private_tmpfs_works
 from speechlm.config import REPO_ROOT, DataSet
 from speechlm.data import TrainLoader
 from test_data_util import ids_collate
@@ -212,15 +213,7 @@ def test_nonfinite_loss_skips_the_update_and_names_the_clips(bad_set, tmp_path):
     assert all(i in skipped_line for i in ledger[step - 1]["ids"])  # the batch is named clip by clip
 
 
-def _small_shm_works() -> bool:
-    probe = "mount -t tmpfs -o size=1M tmpfs /dev/shm && test $(df -k --output=size /dev/shm | tail -1) -le 1024"
-    try:
-        return subprocess.run(["unshare", "-m", "sh", "-c", probe], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-@pytest.mark.skipif(not _small_shm_works(), reason="needs `unshare -m` and tmpfs mounts (root in a private mount ns)")
+@pytest.mark.skipif(not private_tmpfs_works(), reason=SKIP_REASON)
 def test_full_dev_shm_is_a_clear_error_not_a_hang(bad_set, tmp_path):
     """Docker's 64 MiB /dev/shm (here 1 MiB, in a private mount namespace) used to make DataLoader
     workers fail in a background thread while the trainer waited forever."""

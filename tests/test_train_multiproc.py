@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from tests.infra.daemons import free_port
+from tests.infra.mounts import SKIP_REASON, private_tmpfs_works
 
 pytestmark = pytest.mark.slow
 
@@ -162,15 +163,7 @@ def test_sigterm_saves_exits_143_and_resume_matches(tmp_path, shards):
     assert step_ids(straight) == step_ids(tmp_path / "stopped")
 
 
-def _tmpfs_works() -> bool:
-    probe = "mount -t tmpfs -o size=1M tmpfs /mnt && test $(df -k --output=size /mnt | tail -1) -le 1024"
-    try:
-        return subprocess.run(["unshare", "-m", "sh", "-c", probe], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-@pytest.mark.skipif(not _tmpfs_works(), reason="needs `unshare -m` and tmpfs mounts (root in a private mount ns)")
+@pytest.mark.skipif(not private_tmpfs_works(), reason=SKIP_REASON)
 @pytest.mark.parametrize("stage", [2, 3])
 def test_disk_full_on_two_ranks_fails_the_save_not_the_run(tmp_path, shards, stage):
     """A full disk hits the ranks' writes at different points of DeepSpeed's save (here: rank 0's
