@@ -142,6 +142,11 @@ class Config:
         for key, v in non_negative.items():
             if not v >= 0:
                 raise ConfigError(f"{key}: must be >= 0, got {v}")
+        if t.bf16 and m.model_dtype != "bfloat16":
+            # DeepSpeed's bf16 mode stores every parameter in bf16 (trainables keep fp32 masters in the optimizer)
+            raise ConfigError(f"model.model_dtype: training.bf16=true trains in DeepSpeed's bf16 mode, which stores "
+                              f"the model in bfloat16; got {m.model_dtype!r} (set model.model_dtype=bfloat16, or "
+                              f"training.bf16=false model.model_dtype=float32 for fp32)")
         if t.max_steps <= 0 and not t.num_train_epochs > 0:
             raise ConfigError(f"training.num_train_epochs: must be > 0 when training.max_steps <= 0, got {t.num_train_epochs}")
         if not (0 <= t.adam_beta1 < 1 and 0 <= t.adam_beta2 < 1):

@@ -39,9 +39,31 @@ def _gathered(params):
     return deepspeed.zero.GatheredParameters(params, modifier_rank=None)
 
 
+def _masters(module) -> dict:
+    """Parameter name -> the optimizer's fp32 master, for the trainable parameters that have one.
+
+    In DeepSpeed's bf16 mode the module holds bf16 copies of the trainables and the fp32 values live
+    in the optimizer; an export of the bf16 copies would round away what the masters kept. Every rank
+    calls this (under ZeRO-3 the masters are gathered collectively); outside an engine it is empty.
+    """
+    if not any(hasattr(p, "ds_id") or hasattr(p, "_hp_mapping") for p in module.parameters()):
+        return {}
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    out = {}
+    for name, p in module.named_parameters():
+        if p.requires_grad and (hasattr(p, "_z3_optimizer") or getattr(p, "_hp_mapping", None) is not None):
+            full = safe_get_full_fp32_param(p)
+            if full is not None:
+                out[name] = full.detach().cpu().clone().contiguous()
+    return out
+
+
 def _state(module, keep=lambda name: True) -> dict:
+    masters = _masters(module)
     with _gathered(module.parameters()):
-        return {k: v.detach().cpu().clone().contiguous() for k, v in module.state_dict().items() if keep(k)}
+        state = {k: v.detach().cpu().clone().contiguous() for k, v in module.state_dict().items() if keep(k)}
+    return {k: masters.get(k, v) for k, v in state.items()}
 
 
 def save_pretrained(model, path) -> None:
@@ -53,8 +75,11 @@ def save_pretrained(model, path) -> None:
     if t["lora"]:
         from peft import get_peft_model_state_dict
 
+        masters = _masters(model.decoder)
         with _gathered([p for n, p in model.decoder.named_parameters() if "lora_" in n]):
-            adapter = {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(model.decoder).items()}
+            # peft names the adapter's tensors like the module's state dict, minus the adapter name
+            state = {k: masters.get(k, v) for k, v in model.decoder.state_dict().items()}
+            adapter = {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(model.decoder, state_dict=state).items()}
     if t["decoder"]:
         # the full decoder, in HF form; under peft there is none (refused at build)
         decoder = _state(base)

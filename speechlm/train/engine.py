@@ -6,7 +6,9 @@ from the training config is a ConfigError, not a silent pick of one of the two.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 import socket
 from pathlib import Path
@@ -16,6 +18,7 @@ import torch
 from speechlm.config import REPO_ROOT, Config, ConfigError
 
 DS_CONFIG_DIR = REPO_ROOT / "ds_configs"
+log = logging.getLogger("speechlm.train")
 
 
 def _free_port() -> int:
@@ -70,6 +73,24 @@ def init_distributed() -> tuple[int, int, torch.device]:
     return rank, world, device
 
 
+def bf16_supported(device: torch.device) -> bool:
+    """CUDA asks the card (T4 and V100 have no bf16); CPU runs bf16 everywhere (emulated where the core lacks it)."""
+    return device.type != "cuda" or torch.cuda.is_bf16_supported()
+
+
+def resolve_precision(cfg: Config, bf16_supported: bool, device_name: str) -> Config:
+    """The config to train with on this device: a bf16 recipe on a card without bf16 trains in fp32.
+
+    fp16 is not offered in its place: its loss scaling is what produces NaN/zero losses (pitfall 5).
+    """
+    if not cfg.training.bf16 or bf16_supported:
+        return cfg
+    log.warning("%s has no bf16: training in fp32 instead (training.bf16=false, model.model_dtype=float32; "
+                "about twice the memory of the frozen parts and slower)", device_name)
+    return dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, bf16=False),
+                               model=dataclasses.replace(cfg.model, model_dtype="float32"))
+
+
 def ds_config_path(cfg: Config) -> Path:
     ds = cfg.deepspeed
     if ds.config:
@@ -115,6 +136,11 @@ def build_ds_config(cfg: Config, world_size: int) -> dict:
     _fill(bf16, "enabled", bool(t.bf16), "bf16.enabled", src)
     if ds.get("fp16", {}).get("enabled") is True:
         raise ConfigError(f"{src}: fp16 is not supported (NaN/zero losses); use bf16 (training.bf16)")
+    # DeepSpeed casts every parameter to bf16 but, by default ("auto"), puts the buffers of the modules a
+    # transformers model lists in `_keep_in_fp32_modules_strict` back to fp32. Granite Speech 5 lists its conv
+    # BatchNorm, which would then hold bf16 weights beside fp32 running statistics and fail at the first step.
+    # The model is built in its final dtypes on purpose (speechlm.model.parts): DeepSpeed leaves buffers alone.
+    _fill(ds.setdefault("data_types", {}), "keep_in_fp32_modules", [], "data_types.keep_in_fp32_modules", src)
     zero = ds.setdefault("zero_optimization", {})
     _fill(zero, "stage", cfg.deepspeed.zero_stage, "zero_optimization.stage", src)
     if "optimizer" in ds or "scheduler" in ds:

@@ -81,6 +81,9 @@ class Trainer:
         ensure_shards(cfg)  # before any collective: building data must not time out NCCL (pitfall 7)
         self.rank, self.world, self.device = engine_mod.init_distributed()
         setup_logging(self.rank)
+        name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
+        self.cfg = cfg = engine_mod.resolve_precision(cfg, engine_mod.bf16_supported(self.device), name)
+        self.t = t = cfg.training
         ds_cfg = engine_mod.build_ds_config(cfg, self.world)  # config mistakes surface before any loading
         from transformers import set_seed
 
