@@ -121,3 +121,16 @@ def test_hub_librispeech_recipe_builds_from_a_local_parquet_copy(tmp_path):
     assert sorted(got) == sorted(f"librispeech_{i}" for i in ids["test"])
     assert sorted(got.values()) == ["He said nothing at all", "I saw the FBI in Paris",
                                     "John met Mary in London on Monday"]
+
+
+def test_planner_counts_only_the_recipes_hub_splits():
+    from speechlm.plan import hub_files_bytes
+
+    files = [("README.md", 10), ("clean/validation/0000.parquet", 300), ("clean/test/0000.parquet", 320),
+             ("clean/train.100/0000.parquet", 6000), ("other/validation/0000.parquet", 280)]
+    assert hub_files_bytes(files, "clean", ["validation", "test"]) == 620
+    assert hub_files_bytes(files, "clean", ["validation"]) == 300
+    # files named by split at the top level, and a layout not named by split (all of the subset)
+    flat = [("data/validation-00000-of-00002.parquet", 5), ("data/train-00000-of-00009.parquet", 50)]
+    assert hub_files_bytes(flat, "", ["validation"]) == 5
+    assert hub_files_bytes([("small/part-0.parquet", 7), ("large/part-0.parquet", 70)], "small", ["dev"]) == 7
