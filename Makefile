@@ -3,7 +3,7 @@
 #   make test   run the test suite (make test-all adds the slow end-to-end tests)
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
-APT_PKGS := espeak-ng sox tmux openssh-server rsync
+APT_PKGS := espeak-ng sox tmux openssh-server rsync fortunes
 
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
@@ -13,7 +13,8 @@ export TOKENIZERS_PARALLELISM ?= false
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@# system packages: espeak-ng synthesizes the built-in corpus; sshd/tmux/rsync for launcher tests
+	@# system packages: espeak-ng synthesizes the built-in corpus; sshd/tmux/rsync for launcher tests;
+	@# fortunes: cased English text for bench/truecase.py
 	@if ! command -v espeak-ng >/dev/null || ! command -v tmux >/dev/null || ! command -v rsync >/dev/null || [ ! -x /usr/sbin/sshd ]; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null; fi

@@ -10,10 +10,12 @@ import tarfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile as sf
 import yaml
 
-from speechlm.config import REPO_ROOT, ConfigError
+from speechlm.config import REPO_ROOT
 from speechlm.shard import ShardRecipe, Source, build, load_recipe
 
 SHIPPED = sorted((REPO_ROOT / "shards").glob("*.yaml"))
@@ -36,6 +38,9 @@ def test_shipped_recipes_load():
     assert (src.kind, src.path, src.subset, src.audio_column, src.text_column) == (
         "hf", "speechbrain/LoquaciousSet", "small", "wav", "text")
     assert src.splits == {"train": ["train"], "eval": ["dev"]}
+    for name in ("loquacious_small", "librispeech"):  # uppercase corpora: re-cased by default
+        r, _ = load_recipe(name)
+        assert r.normalize.truecase and r.normalize.truecase_model is None
     mix, _ = load_recipe("multiasr", ["output.shard_clips=50"])
     assert len({s.kind for s in mix.sources}) >= 3 and len({s.weight for s in mix.sources}) >= 2
     assert mix.output.shard_clips == 50
@@ -58,12 +63,45 @@ def test_mistyped_recipe_exits_2_with_one_line(tmp_path, recipe, override, needl
     assert not (tmp_path / "out").exists()
 
 
-def test_uncased_source_without_cased_text_is_a_clear_error(tmp_path):
-    (tmp_path / "up.jsonl").write_text(json.dumps({"audio": "a.flac", "text": "JOHN WENT TO LONDON"}) + "\n")
+def _uppercase_manifest(root: Path, texts: list[str]) -> None:
+    rng = np.random.default_rng(0)
+    rows = []
+    for i, text in enumerate(texts):
+        sf.write(root / f"u{i}.flac", (0.1 * rng.standard_normal(16000)).astype("float32"), 16000)
+        rows.append(json.dumps({"audio": f"u{i}.flac", "text": text}) + "\n")
+    (root / "up.jsonl").write_text("".join(rows))
+
+
+def test_one_uppercase_source_is_recased_by_the_builtin_model(tmp_path):
+    from speechlm.shard import truecase
+
+    _uppercase_manifest(tmp_path, ["JOHN MET MARY IN LONDON ON MONDAY", "I THINK THE FBI CALLED ME"])
     recipe = ShardRecipe(name="up", sources=[Source(name="up", kind="manifest", path=str(tmp_path),
                                                     splits={"train": ["up.jsonl"]})])
-    with pytest.raises(ConfigError, match="uncased labels and no other source has cased ones"):
-        build(recipe, tmp_path / "out", workers=1)
+    out = build(recipe, tmp_path / "out", workers=1)
+    texts = sorted(m["text"] for _, m in _clips(out))
+    assert texts == ["I think the FBI called me", "John met Mary in London on Monday"]
+    man = json.loads((out / "manifest.json").read_text())
+    sha = truecase.file_sha256(out / "truecaser.model")
+    assert man["sources"]["up"]["truecaser"] == {"model": "builtin:truecaser_en", "sha256": sha}
+    assert man["truecaser"]["model"] == "builtin:truecaser_en" and man["truecaser"]["applied_to"] == ["up"]
+
+    # a named model file overrides the built-in one (and is what the manifest names)
+    own = tmp_path / "own.model"
+    own.write_text("JOHN (3/3)\nmary (2/2)\n")
+    recipe.normalize.truecase_model = str(own)
+    out2 = build(recipe, tmp_path / "out2", workers=1)
+    assert sorted(m["text"] for _, m in _clips(out2))[1] == "JOHN met mary in london on monday"
+    man2 = json.loads((out2 / "manifest.json").read_text())
+    assert man2["sources"]["up"]["truecaser"] == {"model": str(own), "sha256": truecase.file_sha256(own)}
+
+
+def _clips(out: Path):
+    for tar in sorted(out.glob("*.tar")):
+        with tarfile.open(tar) as t:
+            for m in t.getmembers():
+                if m.name.endswith(".json"):
+                    yield m.name, json.loads(t.extractfile(m).read())
 
 
 def _manifest_recipe(synthetic_shards: Path, root: Path) -> Path:

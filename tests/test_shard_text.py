@@ -38,6 +38,19 @@ def test_truecaser_restores_names_and_capitalizes_first_word(tmp_path):
     assert truecase.apply(tc2, "THE CAR WENT TO LONDON") == "The car went to London"
 
 
+def test_builtin_english_model_is_plain_text_and_recases(tmp_path):
+    import gzip
+
+    first = gzip.open(truecase.BUILTIN, "rt", encoding="utf-8").readline()
+    assert first.split()[1].startswith("(")  # the Moses text format, nothing to execute
+    assert truecase.BUILTIN.stat().st_size < 2_000_000
+    tc = truecase.builtin(tmp_path / "tc.model")
+    assert truecase.apply(tc, "JOHN MET MARY IN LONDON ON MONDAY") == "John met Mary in London on Monday"
+    # "I", acronyms, and every sentence of a multi-sentence label starts with a capital
+    assert truecase.apply(tc, "however i told the fbi? it was in paris") == "However I told the FBI? It was in Paris"
+    assert truecase.apply(tc, '"the end," he said') == '"The end," he said'
+
+
 def test_synthetic_sentences_cased_punctuated_and_disjoint():
     cfg = SyntheticConfig(train=300, eval=40, test=40, seed=3)
     rows = {s: synthetic.rows(cfg, s) for s in ("train", "eval", "test")}

@@ -216,10 +216,26 @@ def _source_bytes(recipe: str | None) -> int | None:
         except Exception as e:  # gated, missing or unreachable: report it as unknown
             print(f"plan: {src['path']}: dataset metadata unavailable ({type(e).__name__})", file=sys.stderr)
             return None
-        subset = str(src.get("subset") or "")
-        total += sum(f.size or 0 for f in info.siblings or [] if subset in f.rfilename.split("/")
-                     or (subset and f.rfilename.startswith(subset)) or not subset)
+        splits = [x for items in (src.get("splits") or {}).values() for x in items]
+        total += hub_files_bytes([(f.rfilename, f.size or 0) for f in info.siblings or []],
+                                 str(src.get("subset") or ""), splits)
     return total
+
+
+def hub_files_bytes(files: list[tuple[str, int]], subset: str, splits: list[str]) -> int:
+    """Bytes of a dataset repo's files that a build downloads: those of the subset (a folder or name
+    prefix), narrowed to the recipe's splits where the files are named by split (clean/validation/...
+    or validation-0000.parquet): openslr/librispeech_asr's `clean` also holds 30 GB of training
+    splits that a dev-clean run never fetches."""
+    def in_subset(name: str) -> bool:
+        return not subset or subset in name.split("/") or name.startswith(subset)
+
+    def in_split(name: str, split: str) -> bool:
+        return any(part == split or part.startswith(split + "-") for part in name.split("/"))
+
+    ours = [(n, b) for n, b in files if in_subset(n)]
+    by_split = [(n, b) for n, b in ours if any(in_split(n, sp) for sp in splits)]
+    return sum(b for _, b in (by_split or ours))  # files not named by split: all of the subset
 
 
 def disk(cfg: Config, shapes: Shapes, data: dict) -> dict:

@@ -135,25 +135,26 @@ def _truecase(cfg: ShardRecipe, groups: dict, out: Path):
     if not targets:
         return None, []
     model_path = out / TRUECASER
+    # cased labels only; test labels stay out of anything learned
+    trained_on = [s.name for s in cfg.sources if s.name not in targets]
+    text = [r[2] for (name, split), rows in groups.items()
+            if name in trained_on and split != "test" for r in rows]
     if cfg.normalize.truecase_model:
         tc, trained_on = truecase.load(cfg.normalize.truecase_model, model_path), []
-    else:
-        # cased labels only; test labels stay out of anything learned
-        trained_on = [s.name for s in cfg.sources if s.name not in targets]
-        text = [r[2] for (name, split), rows in groups.items()
-                if name in trained_on and split != "test" for r in rows]
-        if not text:
-            raise ConfigError(
-                f"sources {', '.join(targets)} have uncased labels and no other source has cased ones: "
-                "set normalize.truecase_model, or truecase: false on the source or in normalize")
+        model = str(cfg.normalize.truecase_model)
+    elif text:
         tc = truecase.train(text, model_path)
+        model = "trained:" + ",".join(trained_on)
+    else:  # nothing cased in the recipe: the shipped English model
+        tc, trained_on, model = truecase.builtin(model_path), [], truecase.BUILTIN_NAME
     for (name, split), rows in groups.items():
         if name in targets:
             groups[(name, split)] = [(cid, oid, truecase.apply(tc, text), ref) for cid, oid, text, ref in rows]
-    log.info("truecased %s with a model trained on %s", ", ".join(targets),
-             ", ".join(trained_on) or cfg.normalize.truecase_model)
-    info = {"file": TRUECASER, "sha256": truecase.file_sha256(model_path), "trained_on": trained_on,
-            "model": cfg.normalize.truecase_model, "applied_to": targets}
+    sha = truecase.file_sha256(model_path)
+    log.info("truecased %s with %s (sha256 %s)", ", ".join(targets), model, sha[:12])
+    info = {"file": TRUECASER, "sha256": sha, "trained_on": trained_on, "model": model, "applied_to": targets}
+    if model == truecase.BUILTIN_NAME:
+        info["about"] = truecase.BUILTIN_ABOUT
     return info, targets
 
 
