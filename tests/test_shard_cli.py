@@ -92,16 +92,16 @@ def test_killed_build_resumes_to_identical_shards(synthetic_shards, tmp_path, ca
     out = tmp_path / "killed"
     p = run_cli("--config", recipe, "--out", out, "--workers", "1", start_new_session=True)
     deadline = time.time() + 120
-    while time.time() < deadline and len(list((out / ".stage").glob("*.json"))) < 3 and p.poll() is None:
+    while time.time() < deadline and len(list((out / ".stage" / "chunks").glob("*.json"))) < 3 and p.poll() is None:
         time.sleep(0.01)
     os.killpg(p.pid, signal.SIGKILL)  # the CLI and any worker it started, mid-build
     p.communicate()
-    staged = len(list((out / ".stage").glob("*.json")))
+    staged = len(list((out / ".stage" / "chunks").glob("*.json")))
     assert not (out / "manifest.json").exists() and 3 <= staged < 40, "the build was not caught mid-way"
 
     caplog.set_level("INFO", logger="speechlm.shard")
     build(recipe, out, workers=2)
-    assert f"resuming: {staged} of 40 chunks already staged" in caplog.text
+    assert f"resuming: 0 of 1 source files done, {staged} of 40 chunks of the rest already staged" in caplog.text
     ref = {f.name: f.read_bytes() for f in reference.glob("*.tar")}
     assert len(ref) == 8 and {f.name: f.read_bytes() for f in out.glob("*.tar")} == ref
     assert (out / "manifest.json").read_bytes() == (reference / "manifest.json").read_bytes()
