@@ -37,8 +37,12 @@ def test_shipped_recipes_load():
         "hf", "speechbrain/LoquaciousSet", "small", "wav", "text")
     assert src.splits == {"train": ["train"], "eval": ["dev"]}
     mix, _ = load_recipe("multiasr", ["output.shard_clips=50"])
-    assert len({s.kind for s in mix.sources}) >= 3 and len({s.weight for s in mix.sources}) >= 2
-    assert mix.output.shard_clips == 50
+    assert [s.name for s in mix.sources] == ["loquacious", "ami", "spgispeech", "switchboard", "audioset_nonspeech"]
+    assert {s.kind for s in mix.sources} == {"hf"} and len({s.weight for s in mix.sources}) >= 3
+    assert mix.output.shard_clips == 50 and mix.sources[0].subset == "medium"
+    noise = mix.sources[-1]
+    assert noise.keep_empty and noise.text_column is None and noise.max_clips == {"train": 20000}
+    assert {"Speech", "Singing"} <= set(noise.filters[0].exclude) and noise.filters[0].column == "human_labels"
 
 
 @pytest.mark.parametrize("recipe,override,needle", [
