@@ -180,7 +180,7 @@ def test_remote_data_file_is_fetched_and_read_by_row_group(tmp_path):
     assert copy.read_bytes() == local.read_bytes() and not hfstream.is_local(url)
     cell = hfstream.chunk_cells(str(copy), [1, 2], "audio", first_row=4)
     assert len(hfstream.decode_cell(cell(9))) == int(SR * (0.9 + 4 * 0.2))
-    units = [{"chunks": [{"rows": [0] * n}]} for n in (5, 9, 1, 4, 4)]
+    units = [{"rows": n} for n in (5, 9, 1, 4, 4)]
     parts = plan.assign(units, 2)
     assert parts == [[1, 4], [0, 2, 3]] and sorted(sum(parts, [])) == list(range(5))
 

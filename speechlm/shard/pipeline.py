@@ -134,16 +134,16 @@ def _local_file(unit: dict, stage: Path) -> str | None:
 
 def _run_units(cfg: ShardRecipe, units: list[dict], stage: Path, workers: int) -> None:
     todo = [u for u in units if not _done_path(stage, u).is_file()]
-    chunks = sum(len(u["chunks"]) for u in todo)
+    chunks = sum(u["n_chunks"] for u in todo)
     staged = len(list((stage / "chunks").glob("*.json"))) if (stage / "chunks").is_dir() else 0
     if len(todo) < len(units) or staged:
         log.info("resuming: %d of %d source files done, %d of %d chunks of the rest already staged",
                  len(units) - len(todo), len(units), staged, chunks)
     by_name = {s.name: s for s in cfg.sources}
-    most = max((len(u["chunks"]) for u in todo), default=0)
+    most = max((u["n_chunks"] for u in todo), default=0)
     pool = _pool(min(workers, most)) if workers > 1 and most > 1 else None
     fetcher = ThreadPoolExecutor(1)  # fetches the next file while this one is decoded
-    rows = sum(len(c["rows"]) for u in todo for c in u["chunks"])
+    rows = sum(u["rows"] for u in todo)
     try:
         with tqdm(total=rows, unit="clips", desc="shard clips", dynamic_ncols=True) as bar:
             ahead = {}
@@ -152,7 +152,8 @@ def _run_units(cfg: ShardRecipe, units: list[dict], stage: Path, workers: int) -
                     if j < len(todo) and j not in ahead:
                         ahead[j] = fetcher.submit(_local_file, todo[j], stage)
                 local = ahead.pop(k).result()
-                _run_unit(cfg, by_name[unit["source"]], unit, local, stage, pool, bar)
+                _run_unit(cfg, by_name[unit["source"]], dict(unit, chunks=plan.load_chunks(stage, unit)), local,
+                          stage, pool, bar)
                 if local and (stage / "fetch") in Path(local).parents:
                     Path(local).unlink()
     finally:

@@ -36,8 +36,20 @@ def prepare(cfg: ShardRecipe, out: Path, stage: Path) -> dict:
         if path.is_file():
             return json.loads(path.read_text())
         plan = make(cfg, out)
-        atomic_write(path, json.dumps(plan, ensure_ascii=False).encode())
+        # each unit's rows in a file of their own: a task loads only its units' rows
+        (stage / "units").mkdir(exist_ok=True)
+        for u in plan["units"]:
+            atomic_write(unit_path(stage, u), json.dumps(u.pop("chunks"), ensure_ascii=False).encode())
+        atomic_write(path, json.dumps(plan, ensure_ascii=False).encode())  # last: the plan is complete
         return plan
+
+
+def unit_path(stage: Path, unit: dict) -> Path:
+    return stage / "units" / f"{unit['name']}.json"
+
+
+def load_chunks(stage: Path, unit: dict) -> list[dict]:
+    return json.loads(unit_path(stage, unit).read_text())
 
 
 def make(cfg: ShardRecipe, out: Path) -> dict:
@@ -62,7 +74,8 @@ def make(cfg: ShardRecipe, out: Path) -> dict:
     tc_info, truecased = _truecase(cfg, units, out)
     for u in units:
         u["chunks"] = _chunks(u, cfg.output.work_chunk)
-        del u["rows"]
+        u["rows"] = sum(len(c["rows"]) for c in u["chunks"])  # what the task split balances
+        u["n_chunks"] = len(u["chunks"])
     return {"units": units, "inputs": inputs, "drops": drops, "truecaser": tc_info, "truecased": truecased}
 
 
@@ -173,8 +186,8 @@ def _chunks(unit: dict, size: int) -> list[dict]:
 def assign(units: list[dict], num_tasks: int) -> list[list[int]]:
     """Unit indices per task: the largest units first, each to the least-loaded task (ties: lowest)."""
     loads, tasks = [0] * num_tasks, [[] for _ in range(num_tasks)]
-    for i in sorted(range(len(units)), key=lambda i: (-sum(len(c["rows"]) for c in units[i]["chunks"]), i)):
+    for i in sorted(range(len(units)), key=lambda i: (-units[i]["rows"], i)):
         t = min(range(num_tasks), key=lambda t: (loads[t], t))
         tasks[t].append(i)
-        loads[t] += sum(len(c["rows"]) for c in units[i]["chunks"])
+        loads[t] += units[i]["rows"]
     return [sorted(t) for t in tasks]
