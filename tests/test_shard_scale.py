@@ -185,6 +185,25 @@ def test_remote_data_file_is_fetched_and_read_by_row_group(tmp_path):
     assert parts == [[1, 4], [0, 2, 3]] and sorted(sum(parts, [])) == list(range(5))
 
 
+def test_source_in_object_storage_is_fetched_file_by_file(corpus, tmp_path, caplog):
+    """An hf source whose folder is an fsspec URL (memory:// standing in for s3://): files are
+    listed with the Hub's layout rules, fetched one at a time and give the same tars as local."""
+    import fsspec
+
+    root, _, _ = corpus
+    mem = fsspec.filesystem("memory")
+    for f in sorted((root / "speech" / "data").glob("*.parquet")):
+        mem.pipe(f"/bucket/speech/data/{f.name}", f.read_bytes())
+    recipe = mix(root)
+    recipe.sources = recipe.sources[:1]
+    local = build(recipe, tmp_path / "local", workers=2)
+    recipe.sources[0].path = "memory://bucket/speech"
+    caplog.set_level("INFO", logger="speechlm.shard")
+    remote = build(recipe, tmp_path / "remote", workers=2)
+    assert tars(remote) == tars(local)
+    assert caplog.text.count("fetched memory:///bucket/speech/data/") == 4
+
+
 def run_cli(*args, **popen):
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     return subprocess.Popen([sys.executable, "-m", "speechlm.shard", *map(str, args)], cwd=REPO_ROOT, env=env,

@@ -28,14 +28,22 @@ def is_saved_dataset(path: str) -> bool:
 def data_files(src, ds_split: str, key: str) -> list[str]:
     """The split's parquet files (URLs or local paths) in the dataset's own order."""
     import datasets
+    from datasets.data_files import DataFilesDict, get_data_patterns
 
     try:
-        builder = datasets.load_dataset_builder(src.path, name=src.subset, cache_dir=src.cache_dir)
+        if is_local(src.path) or src.path.startswith("hf://"):
+            found = datasets.load_dataset_builder(src.path, name=src.subset, cache_dir=src.cache_dir).config.data_files
+        else:  # a folder in object storage or on a web server: the Hub's file layout conventions
+            if src.subset:
+                raise ConfigError(f"{key}: subset is for hub datasets; for {src.path} name the config's folder in path")
+            found = DataFilesDict.from_patterns(get_data_patterns(src.path), base_path=src.path)
+    except ConfigError:
+        raise
     except Exception as e:  # noqa: BLE001 - datasets raises many types for a bad id/path/config
         raise ConfigError(f"{key}: cannot resolve the data files of {src.path!r}: {type(e).__name__}: {e}") from None
-    files = (builder.config.data_files or {}).get(ds_split)
+    files = (found or {}).get(ds_split)
     if not files:
-        have = ", ".join(builder.config.data_files or {}) or "none"
+        have = ", ".join(found or {}) or "none"
         raise ConfigError(f"{key}: {src.path} has no data files for split {ds_split!r} (it has {have})")
     files = [str(f) for f in files]
     odd = [f for f in files if not f.endswith(".parquet")]
@@ -66,7 +74,7 @@ def light_columns(url: str, columns: list[str], audio_column: str, key: str) -> 
 
 
 def is_local(url: str) -> bool:
-    return "://" not in url or url.startswith("file://")
+    return "://" not in url or url.startswith("file://")  # a hub id has no scheme either
 
 
 def fetch(url: str, dest: Path) -> Path:

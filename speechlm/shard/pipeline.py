@@ -129,7 +129,9 @@ def _local_file(unit: dict, stage: Path) -> str | None:
         return None
     if hfstream.is_local(unit["file"]):
         return unit["file"].removeprefix("file://")
-    return str(hfstream.fetch(unit["file"], stage / "fetch" / f"{unit['name']}.parquet"))
+    local = hfstream.fetch(unit["file"], stage / "fetch" / f"{unit['name']}.parquet")
+    log.info("fetched %s (%.1f MB)", unit["file"], local.stat().st_size / 1e6)
+    return str(local)
 
 
 def _run_units(cfg: ShardRecipe, units: list[dict], stage: Path, workers: int) -> None:

@@ -44,7 +44,8 @@ class Source:
     kind: Literal["hf", "manifest", "librispeech", "synthetic"]
     # mixing weight, carried to manifest.json for the reader
     weight: float = 1.0
-    # hf: hub id, save_to_disk folder or folder of parquet files; librispeech: the root folder;
+    # hf: hub id, save_to_disk folder, or folder of parquet files (local, or an fsspec URL such as
+    # s3://bucket/ds, laid out as on the Hub); librispeech: the root folder;
     # manifest: the folder relative manifest file names resolve against (audio paths inside a
     # file resolve against that file's folder)
     path: str = ""
