@@ -108,6 +108,7 @@ def test_streamed_mix_filters_cap_and_empty_labels(corpus, tmp_path):
     assert {v["orig_id"] for v in noise_clips.values()} == want_noise and len(want_noise) == 12
     assert all(v["text"] == "" for v in noise_clips.values())
     assert man["drops"]["by_source"]["noise"]["train"] == {"filtered": 6}
+    assert man["sources"]["noise"]["keep_empty"] and not man["sources"]["speech"]["keep_empty"]
     # the cap: 25 of 30 train rows, a seeded choice across all three files, the rest counted
     sp = [v for v in got.values() if v["source"] == "speech"]
     train_ids = {v["orig_id"] for v in sp if int(v["orig_id"][1:]) < 100}

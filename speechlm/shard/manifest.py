@@ -65,6 +65,7 @@ def build_manifest(
         kept = {sp: v["sources"].get(s.name, {}).get("clips", 0) for sp, v in splits.items()}
         sources[s.name] = {
             "kind": s.kind, "weight": s.weight, "truecased": s.name in truecased,
+            "keep_empty": s.keep_empty,  # its empty labels are deliberate (non-speech examples)
             "input": inputs.get(s.name, {}),
             "kept": {sp: n for sp, n in kept.items() if sp in inputs.get(s.name, {})},
             "dropped": {sp: sum(r.values()) for sp, r in drops.get(s.name, {}).items()},
