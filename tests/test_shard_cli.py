@@ -42,8 +42,12 @@ def test_shipped_recipes_load():
         r, _ = load_recipe(name)
         assert r.normalize.truecase and r.normalize.truecase_model is None
     mix, _ = load_recipe("multiasr", ["output.shard_clips=50"])
-    assert len({s.kind for s in mix.sources}) >= 3 and len({s.weight for s in mix.sources}) >= 2
-    assert mix.output.shard_clips == 50
+    assert [s.name for s in mix.sources] == ["loquacious", "ami", "spgispeech", "switchboard", "audioset_nonspeech"]
+    assert {s.kind for s in mix.sources} == {"hf"} and len({s.weight for s in mix.sources}) >= 3
+    assert mix.output.shard_clips == 50 and mix.sources[0].subset == "medium"
+    noise = mix.sources[-1]
+    assert noise.keep_empty and noise.text_column is None and noise.max_clips == {"train": 20000}
+    assert {"Speech", "Singing"} <= set(noise.filters[0].exclude) and noise.filters[0].column == "human_labels"
 
 
 @pytest.mark.parametrize("recipe,override,needle", [
@@ -130,16 +134,16 @@ def test_killed_build_resumes_to_identical_shards(synthetic_shards, tmp_path, ca
     out = tmp_path / "killed"
     p = run_cli("--config", recipe, "--out", out, "--workers", "1", start_new_session=True)
     deadline = time.time() + 120
-    while time.time() < deadline and len(list((out / ".stage").glob("*.json"))) < 3 and p.poll() is None:
+    while time.time() < deadline and len(list((out / ".stage" / "chunks").glob("*.json"))) < 3 and p.poll() is None:
         time.sleep(0.01)
     os.killpg(p.pid, signal.SIGKILL)  # the CLI and any worker it started, mid-build
     p.communicate()
-    staged = len(list((out / ".stage").glob("*.json")))
+    staged = len(list((out / ".stage" / "chunks").glob("*.json")))
     assert not (out / "manifest.json").exists() and 3 <= staged < 40, "the build was not caught mid-way"
 
     caplog.set_level("INFO", logger="speechlm.shard")
     build(recipe, out, workers=2)
-    assert f"resuming: {staged} of 40 chunks already staged" in caplog.text
+    assert f"resuming: 0 of 1 source files done, {staged} of 40 chunks of the rest already staged" in caplog.text
     ref = {f.name: f.read_bytes() for f in reference.glob("*.tar")}
     assert len(ref) == 8 and {f.name: f.read_bytes() for f in out.glob("*.tar")} == ref
     assert (out / "manifest.json").read_bytes() == (reference / "manifest.json").read_bytes()

@@ -3,7 +3,8 @@
 `build(recipe, out_dir, workers)` is the library entry point (a recipe path, a name in shards/,
 or a ShardRecipe object); see docs/design.md for the output contract.
 """
-from speechlm.shard.schema import NormalizeConfig, OutputConfig, ShardRecipe, Source, SyntheticConfig, load_recipe
+from speechlm.shard.schema import (NormalizeConfig, OutputConfig, RowFilter, ShardRecipe, Source, SyntheticConfig,
+                                   load_recipe)
 
 
 def build(*args, **kwargs):
@@ -13,6 +14,14 @@ def build(*args, **kwargs):
     return _build(*args, **kwargs)
 
 
-build.__doc__ = "build(recipe, out_dir=None, workers=None, overrides=(), overwrite=False) -> Path (see pipeline.build)"
+def merge(out_dir):
+    from speechlm.shard.merge import merge as _merge
 
-__all__ = ["build", "load_recipe", "ShardRecipe", "Source", "SyntheticConfig", "NormalizeConfig", "OutputConfig"]
+    return _merge(out_dir)
+
+
+build.__doc__ = ("build(recipe, out_dir=None, workers=None, overrides=(), overwrite=False, num_tasks=1, "
+                 "task_index=0) -> Path (see pipeline.build)")
+merge.__doc__ = "merge(out_dir) -> Path: the one manifest of a build split into tasks (see shard.merge)"
+
+__all__ = ["build", "merge", "load_recipe", "ShardRecipe", "Source", "SyntheticConfig", "NormalizeConfig", "OutputConfig", "RowFilter"]

@@ -68,6 +68,7 @@ def build_manifest(
             # which model re-cased this source's labels, if any
             "truecaser": ({"model": truecaser["model"], "sha256": truecaser["sha256"]}
                           if truecaser and s.name in truecased else None),
+            "keep_empty": s.keep_empty,  # its empty labels are deliberate (non-speech examples)
             "input": inputs.get(s.name, {}),
             "kept": {sp: n for sp, n in kept.items() if sp in inputs.get(s.name, {})},
             "dropped": {sp: sum(r.values()) for sp, r in drops.get(s.name, {}).items()},

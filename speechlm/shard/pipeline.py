@@ -1,33 +1,39 @@
-"""build(): sources -> normalized, truecased labels -> staged clips (parallel) -> tars -> manifest."""
+"""build(): a first pass over the sources' labels (plan), then this task's source files, one at a
+time: their rows decoded into staged chunks (parallel), cut into tars; then merge -> manifest.
+
+A one-machine build is task 0 of 1 followed by the merge; a build split across machines runs the
+same code as task i of N (each reads only its source files) and `merge` once all are done, so
+the two give the same bytes. Peak disk: the finished tars plus one file's working set (the
+fetched file and its staged chunks, with the next file prefetched).
+"""
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import multiprocessing as mp
 import os
 import random
-import re
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tqdm import tqdm
 
 from speechlm.config import ConfigError
-from speechlm.shard import normalize as N
-from speechlm.shard import sources, synthetic, truecase, writer
-from speechlm.shard.manifest import build_manifest
+from speechlm.shard import hfstream, plan, writer
+from speechlm.shard.merge import STAGE, TAR_NAME, merge
+from speechlm.shard.plan import TRUECASER
 from speechlm.shard.schema import SHARD_RECIPES, ShardRecipe, fingerprint, load_recipe
 
 log = logging.getLogger("speechlm.shard")
-UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # a dot would split the WebDataset key
-TAR_NAME = re.compile(r"^[A-Za-z0-9_]+-(train|eval|test)-\d{6}\.tar$")
-STAGE = ".stage"
-TRUECASER = "truecaser.model"
 
 
 def build(recipe: str | Path | ShardRecipe, out_dir: str | Path | None = None, workers: int | None = None,
-          overrides: list[str] | tuple = (), overwrite: bool = False) -> Path:
-    """Build (or finish, or confirm up to date) a shard set; returns its folder."""
+          overrides: list[str] | tuple = (), overwrite: bool = False, num_tasks: int = 1,
+          task_index: int = 0) -> Path:
+    """Build (or finish, or confirm up to date) a shard set, or task `task_index` of `num_tasks`
+    of it (then `merge(out)` once every task is done); returns its folder."""
     if isinstance(recipe, ShardRecipe):
         cfg, recipe_dir = recipe, SHARD_RECIPES
         if cfg.name is None:
@@ -36,6 +42,13 @@ def build(recipe: str | Path | ShardRecipe, out_dir: str | Path | None = None, w
     else:
         cfg, path = load_recipe(recipe, overrides)
         recipe_dir = path.parent
+    if num_tasks < 1:
+        raise ConfigError(f"--num-tasks: must be >= 1, got {num_tasks}")
+    if not 0 <= task_index < num_tasks:
+        raise ConfigError(f"--task-index: must be in 0..{num_tasks - 1}, got {task_index}")
+    if overwrite and num_tasks > 1:
+        raise ConfigError("--overwrite: not with --num-tasks (a task would delete the others' work); "
+                          "empty the output folder once before the tasks start")
     out = Path(out_dir or cfg.output.root or recipe_dir / cfg.name)
     workers = workers or cfg.workers or os.cpu_count() or 1
     fp = fingerprint(cfg)
@@ -45,26 +58,15 @@ def build(recipe: str | Path | ShardRecipe, out_dir: str | Path | None = None, w
     stage = out / STAGE
     stage.mkdir(parents=True, exist_ok=True)
     writer.atomic_write(stage / "fingerprint", fp.encode())
+    writer.atomic_write(stage / "recipe.json", json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode())
 
-    groups, inputs, drops = _list_rows(cfg)
-    tc_info, truecased = _truecase(cfg, groups, out)
-    chunk_tasks = _chunk_tasks(cfg, groups, stage)
-    staged = sum(Path(t["meta"]).is_file() for t in chunk_tasks)
-    if staged:
-        log.info("resuming: %d of %d chunks already staged", staged, len(chunk_tasks))
-    pool = _pool(min(workers, len(chunk_tasks))) if workers > 1 and len(chunk_tasks) > 1 else None
-    try:
-        metas = _run(chunk_tasks, writer.process_chunk, pool, "clips", weight=lambda t: len(t["rows"]))
-        shard_tasks, shard_entries = _plan(cfg, chunk_tasks, metas, drops, out)
-        _run(shard_tasks, writer.write_shard, pool, "shards")
-    finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
-    manifest = build_manifest(cfg, fp, shard_entries, inputs, drops, tc_info, truecased)
-    writer.atomic_write(out / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
-    shutil.rmtree(stage)
-    _log_summary(manifest)
+    the_plan = plan.prepare(cfg, out, stage)
+    mine = plan.assign(the_plan["units"], num_tasks)[task_index]
+    _run_units(cfg, [the_plan["units"][i] for i in mine], stage, workers)
+    if num_tasks == 1:
+        return merge(out)
+    log.info("task %d of %d done (%d source files); once every task is: python -m speechlm.shard merge %s",
+             task_index, num_tasks, len(mine), out)
     return out
 
 
@@ -89,91 +91,6 @@ def _up_to_date(out: Path, fp: str, overwrite: bool) -> bool:
     return False
 
 
-def _count(drops: dict, source: str, split: str, reason: str, n: int = 1) -> None:
-    per = drops.setdefault(source, {}).setdefault(split, {})
-    per[reason] = per.get(reason, 0) + n
-
-
-def _list_rows(cfg: ShardRecipe):
-    """(source, split) -> [(id, orig_id, normalized text, ref)], input counts, and the early drops."""
-    groups, inputs, drops = {}, {}, {}
-    for i, src in enumerate(cfg.sources):
-        key = f"sources[{i}]"
-        if src.kind == "synthetic":
-            synthetic.check_espeak(src.synthetic.voices, key)
-        for split in sources.source_splits(src):
-            rows = sources.list_rows(src, split, key)
-            inputs.setdefault(src.name, {})[split] = len(rows)
-            drops.setdefault(src.name, {})[split] = {}
-            kept, seen = [], set()
-            for oid, text, ref in rows:
-                cid = f"{src.name}_{UNSAFE.sub('_', str(oid))}"
-                if text is None:  # a label whose bytes are not UTF-8
-                    _count(drops, src.name, split, N.NOT_UTF8)
-                    continue
-                text = N.normalize_text(text, cfg.normalize.tags)
-                if not text:
-                    _count(drops, src.name, split, N.EMPTY_TEXT)
-                elif cid in seen:
-                    _count(drops, src.name, split, N.DUPLICATE_ID)
-                else:
-                    seen.add(cid)
-                    kept.append((cid, str(oid), text, ref))
-            groups[(src.name, split)] = kept
-            log.info("%s/%s: %d rows listed", src.name, split, len(rows))
-    return groups, inputs, drops
-
-
-def _truecase(cfg: ShardRecipe, groups: dict, out: Path):
-    """Re-case the labels of all-lowercase/all-uppercase sources in place; (manifest info, names)."""
-    if not cfg.normalize.truecase:
-        return None, []
-    labels = {s.name: [r[2] for (name, _), rows in groups.items() if name == s.name for r in rows]
-              for s in cfg.sources}
-    targets = [s.name for s in cfg.sources
-               if s.truecase is True or (s.truecase is None and N.is_uncased(labels[s.name]))]
-    if not targets:
-        return None, []
-    model_path = out / TRUECASER
-    # cased labels only; test labels stay out of anything learned
-    trained_on = [s.name for s in cfg.sources if s.name not in targets]
-    text = [r[2] for (name, split), rows in groups.items()
-            if name in trained_on and split != "test" for r in rows]
-    if cfg.normalize.truecase_model:
-        tc, trained_on = truecase.load(cfg.normalize.truecase_model, model_path), []
-        model = str(cfg.normalize.truecase_model)
-    elif text:
-        tc = truecase.train(text, model_path)
-        model = "trained:" + ",".join(trained_on)
-    else:  # nothing cased in the recipe: the shipped English model
-        tc, trained_on, model = truecase.builtin(model_path), [], truecase.BUILTIN_NAME
-    for (name, split), rows in groups.items():
-        if name in targets:
-            groups[(name, split)] = [(cid, oid, truecase.apply(tc, text), ref) for cid, oid, text, ref in rows]
-    sha = truecase.file_sha256(model_path)
-    log.info("truecased %s with %s (sha256 %s)", ", ".join(targets), model, sha[:12])
-    info = {"file": TRUECASER, "sha256": sha, "trained_on": trained_on, "model": model, "applied_to": targets}
-    if model == truecase.BUILTIN_NAME:
-        info["about"] = truecase.BUILTIN_ABOUT
-    return info, targets
-
-
-def _chunk_tasks(cfg: ShardRecipe, groups: dict, stage: Path) -> list[dict]:
-    by_name = {s.name: s for s in cfg.sources}
-    tasks = []
-    for (name, split), rows in groups.items():
-        rows = list(rows)
-        # the write-time shuffle: seeded per (source, split), independent of the worker count
-        random.Random(f"{cfg.output.seed}-{name}-{split}").shuffle(rows)
-        step = cfg.output.work_chunk
-        for k in range(0, len(rows), step):
-            stem = stage / f"{name}-{split}-{k // step:06d}"
-            tasks.append({"source": by_name[name], "split": split, "rows": rows[k:k + step],
-                          "meta": f"{stem}.json", "blob": f"{stem}.bin",
-                          "min_seconds": cfg.normalize.min_seconds, "max_seconds": cfg.normalize.max_seconds})
-    return tasks
-
-
 def _pool(n: int):
     # forkserver: workers fork from a clean server process, not from this one, which may hold
     # threads (tqdm, datasets) that a plain fork would copy mid-lock; cheaper than spawn
@@ -182,14 +99,14 @@ def _pool(n: int):
     return ctx.Pool(n)
 
 
-def _run(tasks: list, fn, pool, unit: str, weight=lambda t: 1) -> list:
-    """fn over tasks in the pool (in this process without one), results in task order, with a bar."""
+def _run(tasks: list, fn, pool, bar=None) -> list:
+    """fn over tasks in the pool (in this process without one), results in task order."""
     results = [None] * len(tasks)
-    with tqdm(total=sum(weight(t) for t in tasks), unit=unit, desc=f"shard {unit}", dynamic_ncols=True) as bar:
-        items = enumerate(tasks)
-        for i, r in (pool.imap_unordered(_Indexed(fn), items) if pool else map(_Indexed(fn), items)):
-            results[i] = r
-            bar.update(weight(tasks[i]))
+    items = enumerate(tasks)
+    for i, r in (pool.imap_unordered(_Indexed(fn), items) if pool else map(_Indexed(fn), items)):
+        results[i] = r
+        if bar is not None:
+            bar.update(len(tasks[i]["rows"]))
     return results
 
 
@@ -202,30 +119,81 @@ class _Indexed:
         return i, self.fn(task)
 
 
-def _plan(cfg: ShardRecipe, chunk_tasks: list, metas: list, drops: dict, out: Path):
-    """Shard tasks and manifest entries from the staged chunks; adds the workers' drops."""
-    per_group: dict = {}
-    for task, meta in zip(chunk_tasks, metas):
-        name, split = task["source"].name, task["split"]
+def _done_path(stage: Path, unit: dict) -> Path:
+    return stage / "done" / f"{unit['name']}.json"
+
+
+def _local_file(unit: dict, stage: Path) -> str | None:
+    """The parquet file a streamed unit's workers read: in place when local, else fetched."""
+    if unit["file"] is None:
+        return None
+    if hfstream.is_local(unit["file"]):
+        return unit["file"].removeprefix("file://")
+    local = hfstream.fetch(unit["file"], stage / "fetch" / f"{unit['name']}.parquet")
+    log.info("fetched %s (%.1f MB)", unit["file"], local.stat().st_size / 1e6)
+    return str(local)
+
+
+def _run_units(cfg: ShardRecipe, units: list[dict], stage: Path, workers: int) -> None:
+    todo = [u for u in units if not _done_path(stage, u).is_file()]
+    chunks = sum(u["n_chunks"] for u in todo)
+    staged = len(list((stage / "chunks").glob("*.json"))) if (stage / "chunks").is_dir() else 0
+    if len(todo) < len(units) or staged:
+        log.info("resuming: %d of %d source files done, %d of %d chunks of the rest already staged",
+                 len(units) - len(todo), len(units), staged, chunks)
+    by_name = {s.name: s for s in cfg.sources}
+    most = max((u["n_chunks"] for u in todo), default=0)
+    pool = _pool(min(workers, most)) if workers > 1 and most > 1 else None
+    fetcher = ThreadPoolExecutor(1)  # fetches the next file while this one is decoded
+    rows = sum(u["rows"] for u in todo)
+    try:
+        with tqdm(total=rows, unit="clips", desc="shard clips", dynamic_ncols=True) as bar:
+            ahead = {}
+            for k, unit in enumerate(todo):
+                for j in (k, k + 1):
+                    if j < len(todo) and j not in ahead:
+                        ahead[j] = fetcher.submit(_local_file, todo[j], stage)
+                local = ahead.pop(k).result()
+                _run_unit(cfg, by_name[unit["source"]], dict(unit, chunks=plan.load_chunks(stage, unit)), local,
+                          stage, pool, bar)
+                if local and (stage / "fetch") in Path(local).parents:
+                    Path(local).unlink()
+    finally:
+        fetcher.shutdown(wait=True, cancel_futures=True)
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+
+
+def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path, pool, bar) -> None:
+    """Decode one source file's rows into staged chunks, cut them into part tars, record it done."""
+    (stage / "chunks").mkdir(exist_ok=True)
+    (stage / "parts").mkdir(exist_ok=True)
+    tasks = []
+    for c, chunk in enumerate(unit["chunks"]):
+        stem = stage / "chunks" / f"{unit['name']}-{c:06d}"
+        tasks.append({"source": src, "file": local, "groups": chunk["groups"], "first": chunk["first"],
+                      "rows": chunk["rows"], "meta": f"{stem}.json", "blob": f"{stem}.bin",
+                      "min_seconds": cfg.normalize.min_seconds, "max_seconds": cfg.normalize.max_seconds})
+    metas = _run(tasks, writer.process_chunk, pool, bar)
+    drops: dict = {}
+    clips = []
+    for task, meta in zip(tasks, metas):
         for reason, n in meta["drops"].items():
-            _count(drops, name, split, reason, n)
+            drops[reason] = drops.get(reason, 0) + n
         for err in meta["errors"]:
-            log.warning("%s/%s: skipped undecodable audio: %s", name, split, err)
-        per_group.setdefault((name, split), []).extend(dict(c, blob=task["blob"]) for c in meta["clips"])
-    tasks, entries = [], []
-    for (name, split), clips in per_group.items():
-        for k, shard in enumerate(writer.plan_shards(clips, name, cfg.output.shard_clips, cfg.output.shard_bytes)):
-            file = f"{name}-{split}-{k:06d}.tar"
-            tasks.append({"path": str(out / file), "source": name, "clips": shard})
-            entries.append({"file": file, "source": name, "split": split,
-                            "ids": [c["id"] for c in shard], "durations": [c["duration"] for c in shard]})
-    return tasks, entries
-
-
-def _log_summary(manifest: dict) -> None:
-    for split, sp in manifest["splits"].items():
-        log.info("%s: %d clips, %.3f h in %d shards", split, sp["clips"], sp["hours"], len(sp["shards"]))
-    for source, per_split in manifest["drops"]["by_source"].items():
-        for split, reasons in per_split.items():
-            for reason, n in sorted(reasons.items()):
-                log.info("dropped %d %s/%s clips: %s", n, source, split, reason)
+            log.warning("%s/%s: skipped undecodable audio: %s", src.name, unit["split"], err)
+        clips += [dict(c, blob=task["blob"]) for c in meta["clips"]]
+    # the write-time shuffle: seeded per source file, whatever the worker or task count
+    random.Random(f"{cfg.output.seed}-{unit['name']}").shuffle(clips)
+    shards = writer.plan_shards(clips, src.name, cfg.output.shard_clips, cfg.output.shard_bytes)
+    parts = [{"path": str(stage / "parts" / f"{unit['name']}-{j:05d}.tar"), "source": src.name, "clips": shard}
+             for j, shard in enumerate(shards)]
+    _run(parts, writer.write_shard, pool)
+    done = {"drops": drops, "shards": [{"part": Path(p["path"]).name, "ids": [c["id"] for c in p["clips"]],
+                                        "durations": [c["duration"] for c in p["clips"]]} for p in parts]}
+    _done_path(stage, unit).parent.mkdir(exist_ok=True)
+    writer.atomic_write(_done_path(stage, unit), json.dumps(done, sort_keys=True).encode())
+    for task in tasks:  # the working set goes once the file's tars are written
+        Path(task["blob"]).unlink(missing_ok=True)
+        Path(task["meta"]).unlink(missing_ok=True)

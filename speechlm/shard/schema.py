@@ -30,12 +30,22 @@ class SyntheticConfig:
 
 
 @dataclass
+class RowFilter:
+    """Keep or drop rows by a column's value; a list cell matches when any of its items does."""
+
+    column: str
+    include: list[str] | None = None  # keep only rows whose value is one of these
+    exclude: list[str] | None = None  # drop rows whose value is one of these
+
+
+@dataclass
 class Source:
     name: str
     kind: Literal["hf", "manifest", "librispeech", "synthetic"]
     # mixing weight, carried to manifest.json for the reader
     weight: float = 1.0
-    # hf: hub id, save_to_disk folder or folder of parquet files; librispeech: the root folder;
+    # hf: hub id, save_to_disk folder, or folder of parquet files (local, or an fsspec URL such as
+    # s3://bucket/ds, laid out as on the Hub); librispeech: the root folder;
     # manifest: the folder relative manifest file names resolve against (audio paths inside a
     # file resolve against that file's folder)
     path: str = ""
@@ -43,12 +53,22 @@ class Source:
     splits: dict[str, list[str]] = field(default_factory=dict)
     subset: str | None = None  # hf: the dataset's config name, load_dataset(path, name=subset)
     audio_column: str = "audio"
-    text_column: str = "text"
+    # null: the source has no labels (non-speech audio; needs keep_empty: true)
+    text_column: str | None = "text"
     id_column: str | None = None
     cache_dir: str | None = None  # hf: datasets cache (default: HF_DATASETS_CACHE)
     # None: re-case when every label is all-lowercase or all-uppercase; True/False force it
     truecase: bool | None = None
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    # hf: null streams a hub id or parquet folder file by file and reads a save_to_disk folder in
+    # place; false: map mode (load_dataset downloads and caches it all first); true: force streaming
+    stream: bool | None = None
+    filters: list[RowFilter] = field(default_factory=list)  # applied in order, before the cap
+    # split -> at most this many rows, a seeded random choice among those the filters kept
+    max_clips: dict[str, int] = field(default_factory=dict)
+    # keep clips whose label is empty (non-speech examples: the model learns to say nothing);
+    # false: an empty label is a counted drop (empty_text)
+    keep_empty: bool = False
 
 
 @dataclass
@@ -104,6 +124,20 @@ class ShardRecipe:
                         raise ConfigError(f"{key}.splits.{split}: split must be one of {', '.join(SPLITS)}")
                     if not isinstance(items, list) or not items or not all(isinstance(x, str) for x in items):
                         raise ConfigError(f"{key}.splits.{split}: expected a non-empty list of names, got {items!r}")
+            if s.stream is not None and s.kind != "hf":
+                raise ConfigError(f"{key}.stream: only an hf source streams (kind is '{s.kind}')")
+            if s.text_column is None and not s.keep_empty:
+                raise ConfigError(f"{key}.text_column: null (no labels) needs keep_empty: true")
+            for j, f in enumerate(s.filters):
+                if (f.include is None) == (f.exclude is None):
+                    raise ConfigError(f"{key}.filters[{j}]: give exactly one of include or exclude")
+                if s.kind not in ("hf", "manifest"):
+                    raise ConfigError(f"{key}.filters: only hf and manifest sources have columns to filter on")
+            for split, n in s.max_clips.items():
+                if split not in SPLITS:
+                    raise ConfigError(f"{key}.max_clips.{split}: split must be one of {', '.join(SPLITS)}")
+                if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                    raise ConfigError(f"{key}.max_clips.{split}: expected a positive whole number, got {n!r}")
         o, n = self.output, self.normalize
         if o.shard_clips < 0 or o.shard_bytes < 0 or (o.shard_clips == 0 and o.shard_bytes == 0):
             raise ConfigError("output.shard_clips/shard_bytes: set at least one positive shard size limit")

@@ -1,8 +1,11 @@
-"""Sources: list a split's rows (in the main process) and fetch one row's audio (in a worker).
+"""Sources: list a split's input units and their rows (first pass) and fetch audio (in a worker).
 
-A row is (orig_id, raw text, audio ref). The ref is what a worker needs to get the audio:
-a file path (manifest, librispeech), a (dataset split, row index) pair (hf), or a synthesis spec
-(synthetic). Listing reads text only, so it stays cheap on large datasets.
+A unit is one input file of a split (a streamed parquet data file, a manifest file, a LibriSpeech
+sub-folder, a map-mode dataset split, the synthetic split): what one build task reads, and the
+group its shards are cut from. A row is (orig_id, raw text, audio ref, filter fields). The ref is
+what a worker needs to get the audio: a file path (manifest, librispeech), a row index in the
+unit's parquet file (hf streaming), a (dataset split, row index) pair (hf map mode), or a
+synthesis spec (synthetic). Listing reads text only, so it stays cheap on large datasets.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import numpy as np
 
 from speechlm import audio
 from speechlm.config import ConfigError
-from speechlm.shard import synthetic
+from speechlm.shard import hfstream, synthetic
 from speechlm.shard.schema import SPLITS, Source
 
 
@@ -24,34 +27,42 @@ def source_splits(src: Source) -> list[str]:
     return [s for s in SPLITS if s in src.splits]
 
 
-def list_rows(src: Source, split: str, key: str) -> list[tuple[str, str, object]]:
+def streams(src: Source) -> bool:
+    """Whether an hf source is read file by file (see hfstream) rather than through load_dataset."""
+    if src.kind != "hf":
+        return False
+    if src.stream is None:
+        return not hfstream.is_saved_dataset(src.path)  # a save_to_disk folder is read in place
+    if src.stream and hfstream.is_saved_dataset(src.path):
+        raise ConfigError(f"{src.name}: stream: true reads parquet data files; {src.path} is a save_to_disk "
+                          "folder (read in place by default: remove stream)")
+    return src.stream
+
+
+def list_units(src: Source, split: str, key: str) -> list[dict]:
+    """The split's units in a fixed order: {"label", "rows": [(oid, text, ref, fields)]}, plus
+    "file" and "groups" (rows per parquet row group) for a streamed hf unit."""
     if src.kind == "synthetic":
-        return synthetic.rows(src.synthetic, split)
-    out = []
-    for item in src.splits[split]:
-        out += {"hf": _hf_rows, "manifest": _manifest_rows, "librispeech": _librispeech_rows}[src.kind](
-            src, item, f"{key}.splits.{split}"
-        )
-    return out
+        return [{"label": "synthetic", "rows": [(o, t, r, {}) for o, t, r in synthetic.rows(src.synthetic, split)]}]
+    key = f"{key}.splits.{split}"
+    if streams(src):
+        return _hf_stream_units(src, split, key)
+    lister = {"hf": _hf_rows, "manifest": _manifest_rows, "librispeech": _librispeech_rows}[src.kind]
+    return [{"label": item, "rows": lister(src, item, key)} for item in src.splits[split]]
 
 
 def fetch(src: Source, ref) -> np.ndarray:
-    """16 kHz mono float32 audio for a row; AudioError when it cannot be had."""
+    """16 kHz mono float32 audio for a row (not a streamed one); AudioError when it cannot be had."""
     if src.kind == "synthetic":
         return synthetic.synthesize(ref)
     if src.kind == "hf":
         ds_split, idx = ref
-        value = _open_hf_audio(src, ds_split)[idx][src.audio_column]
-        if isinstance(value, dict):
-            if value.get("bytes"):
-                return audio.load(value["bytes"])
-            if value.get("path"):
-                return audio.load(value["path"])
-            raise audio.AudioError("audio cell has neither bytes nor path")
-        if isinstance(value, (bytes, str)):
-            return audio.load(value)
-        raise audio.AudioError(f"audio cell of unsupported type {type(value).__name__}")
+        return hfstream.decode_cell(_open_hf_audio(src, ds_split)[idx][src.audio_column])
     return audio.load(ref)
+
+
+def _fields(record: dict, src: Source) -> dict:
+    return {f.column: record.get(f.column) for f in src.filters}
 
 
 # --------------------------------------------------------------------------- manifest files
@@ -93,10 +104,10 @@ def _manifest_rows(src: Source, name: str, key: str):
         apath = Path(r[src.audio_column]).expanduser()
         apath = apath if apath.is_absolute() else path.parent / apath
         oid = r.get(src.id_column) if src.id_column else None
-        text = r.get(src.text_column) or ""
+        text = (r.get(src.text_column) if src.text_column else None) or ""
         if isinstance(text, str) and _not_utf8(text):
             text = None  # the pipeline counts it as a drop (text_not_utf8) rather than guess the bytes
-        rows.append((str(oid) if oid not in (None, "") else apath.stem, text, str(apath)))
+        rows.append((str(oid) if oid not in (None, "") else apath.stem, text, str(apath), _fields(r, src)))
     return rows
 
 
@@ -114,7 +125,7 @@ def _librispeech_rows(src: Source, sub: str, key: str):
         for line in t.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 oid, _, text = line.strip().partition(" ")
-                rows.append((oid, text, str(t.parent / f"{oid}.flac")))
+                rows.append((oid, text, str(t.parent / f"{oid}.flac"), {}))
     return rows
 
 
@@ -128,7 +139,7 @@ def _open_hf(src: Source, ds_split: str, key: str = ""):
 
     p = Path(src.path).expanduser()
     try:
-        if p.is_dir() and ((p / "dataset_dict.json").is_file() or (p / "state.json").is_file()):
+        if hfstream.is_saved_dataset(src.path):
             ds = datasets.load_from_disk(str(p))
             if isinstance(ds, datasets.DatasetDict):
                 if ds_split not in ds:
@@ -140,7 +151,7 @@ def _open_hf(src: Source, ds_split: str, key: str = ""):
         raise
     except Exception as e:  # noqa: BLE001 - datasets raises many types for a bad id/split/path
         raise ConfigError(f"{key}: cannot load {src.path!r} split {ds_split!r}: {type(e).__name__}: {e}") from None
-    for col in (src.audio_column, src.text_column, src.id_column):
+    for col in (src.audio_column, src.text_column, src.id_column, *(f.column for f in src.filters)):
         if col and col not in ds.column_names:
             raise ConfigError(f"{key}: {src.path} has no column {col!r} (columns: {', '.join(ds.column_names)})")
     # decoding through datasets needs torchcodec (pitfall 13): take the bytes, decode with soundfile
@@ -151,12 +162,34 @@ def _open_hf(src: Source, ds_split: str, key: str = ""):
 
 def _hf_rows(src: Source, ds_split: str, key: str):
     ds = _open_hf(src, ds_split, key)
-    texts = ds.select_columns([src.text_column])[src.text_column]
-    if src.id_column:
-        ids = [str(x) for x in ds.select_columns([src.id_column])[src.id_column]]
-    else:
-        ids = [f"{ds_split}-{i:08d}" for i in range(len(texts))]
-    return [(oid, text or "", (ds_split, i)) for i, (oid, text) in enumerate(zip(ids, texts))]
+    cols = _light(src)
+    table = ds.select_columns(cols).to_dict() if cols else {}
+    return _rows_of(src, table, len(ds), ds_split, 0, lambda i: (ds_split, i))
+
+
+def _light(src: Source) -> list[str]:
+    """The columns the first pass reads: ids, labels, filter columns (never the audio)."""
+    return list(dict.fromkeys(c for c in (src.text_column, src.id_column, *(f.column for f in src.filters)) if c))
+
+
+def _rows_of(src: Source, cols: dict, n: int, ds_split: str, first: int, ref) -> list:
+    texts = cols[src.text_column] if src.text_column else [""] * n
+    ids = [str(x) for x in cols[src.id_column]] if src.id_column else [f"{ds_split}-{first + i:08d}" for i in range(n)]
+    return [(oid, text or "", ref(i), {f.column: cols[f.column][i] for f in src.filters})
+            for i, (oid, text) in enumerate(zip(ids, texts))]
+
+
+def _hf_stream_units(src: Source, split: str, key: str) -> list[dict]:
+    units, first = [], 0
+    for ds_split in src.splits[split]:
+        first = 0  # ids without an id column count rows across the dataset split's files
+        for url in hfstream.data_files(src, ds_split, key):
+            cols, groups = hfstream.light_columns(url, _light(src), src.audio_column, key)
+            n = sum(groups)
+            units.append({"label": url, "file": url, "groups": groups,
+                          "rows": _rows_of(src, cols, n, ds_split, first, lambda i: i)})
+            first += n
+    return units
 
 
 def _open_hf_audio(src: Source, ds_split: str):

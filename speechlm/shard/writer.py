@@ -17,8 +17,8 @@ import tarfile
 from pathlib import Path
 
 from speechlm import audio
+from speechlm.shard import hfstream, sources
 from speechlm.shard import normalize as N
-from speechlm.shard import sources
 from speechlm.shard.schema import Source
 
 SR = audio.SAMPLE_RATE
@@ -60,9 +60,14 @@ def process_chunk(task: dict) -> dict:
     drops: dict[str, int] = {}
     errors: list[str] = []
     offset = 0
+    if task.get("file"):  # a streamed parquet file: this chunk's whole row groups, read once
+        cells = hfstream.chunk_cells(task["file"], task["groups"], src.audio_column, task["first"])
+        get = lambda ref: hfstream.decode_cell(cells(ref))  # noqa: E731
+    else:
+        get = lambda ref: sources.fetch(src, ref)  # noqa: E731
     for cid, oid, text, ref in task["rows"]:
         try:
-            wave = sources.fetch(src, ref)
+            wave = get(ref)
         except audio.AudioError as e:
             drops[N.UNDECODABLE] = drops.get(N.UNDECODABLE, 0) + 1
             if len(errors) < MAX_ERRORS_KEPT:

@@ -1,0 +1,194 @@
+"""The first pass of a build, done once per shard set: every unit's rows listed (text only),
+filtered, normalized, de-duplicated, capped and truecased, then cut into work chunks.
+
+The result is `.stage/plan.json`, which every build task reads, so all tasks of a build split
+across machines see the same rows, the same truecaser and the same chunks. It is written under a
+file lock: the first task to get there makes it, the others wait and read it.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import random
+import re
+from pathlib import Path
+
+from speechlm.config import ConfigError
+from speechlm.fsutil import atomic_write
+from speechlm.shard import normalize as N
+from speechlm.shard import sources, synthetic, truecase
+from speechlm.shard.schema import RowFilter, ShardRecipe
+
+log = logging.getLogger("speechlm.shard")
+UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # a dot would split the WebDataset key
+PLAN = "plan.json"
+TRUECASER = "truecaser.model"
+FILTERED = "filtered"  # a row filter's exclude/include said no
+OVER_CAP = "over_cap"  # beyond the source's max_clips for the split
+
+
+def prepare(cfg: ShardRecipe, out: Path, stage: Path) -> dict:
+    """The build's plan: read from the stage when a task already made it, else made and saved."""
+    path = stage / PLAN
+    with open(stage / "plan.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        if path.is_file():
+            return json.loads(path.read_text())
+        plan = make(cfg, out)
+        # each unit's rows in a file of their own: a task loads only its units' rows
+        (stage / "units").mkdir(exist_ok=True)
+        for u in plan["units"]:
+            atomic_write(unit_path(stage, u), json.dumps(u.pop("chunks"), ensure_ascii=False).encode())
+        atomic_write(path, json.dumps(plan, ensure_ascii=False).encode())  # last: the plan is complete
+        return plan
+
+
+def unit_path(stage: Path, unit: dict) -> Path:
+    return stage / "units" / f"{unit['name']}.json"
+
+
+def load_chunks(stage: Path, unit: dict) -> list[dict]:
+    return json.loads(unit_path(stage, unit).read_text())
+
+
+def make(cfg: ShardRecipe, out: Path) -> dict:
+    units, inputs, drops = [], {}, {}
+    for i, src in enumerate(cfg.sources):
+        key = f"sources[{i}]"
+        if src.kind == "synthetic":
+            synthetic.check_espeak(src.synthetic.voices, key)
+        for split in sources.source_splits(src):
+            listed = sources.list_units(src, split, key)
+            inputs.setdefault(src.name, {})[split] = sum(len(u["rows"]) for u in listed)
+            per = drops.setdefault(src.name, {}).setdefault(split, {})
+            kept = _keep(cfg, src, listed, per)
+            _cap(cfg, src, split, kept, per)
+            for k, (u, rows) in enumerate(zip(listed, kept)):
+                if rows:
+                    units.append({"name": f"{src.name}-{split}-{k:05d}", "source": src.name, "split": split,
+                                  "label": u["label"], "file": u.get("file"), "groups": u.get("groups"),
+                                  "rows": rows})
+            log.info("%s/%s: %d rows listed in %d file(s), %d kept for decoding", src.name, split,
+                     inputs[src.name][split], len(listed), sum(map(len, kept)))
+    tc_info, truecased = _truecase(cfg, units, out)
+    for u in units:
+        u["chunks"] = _chunks(u, cfg.output.work_chunk)
+        u["rows"] = sum(len(c["rows"]) for c in u["chunks"])  # what the task split balances
+        u["n_chunks"] = len(u["chunks"])
+    return {"units": units, "inputs": inputs, "drops": drops, "truecaser": tc_info, "truecased": truecased}
+
+
+def _count(per: dict, reason: str, n: int = 1) -> None:
+    per[reason] = per.get(reason, 0) + n
+
+
+def _matches(f: RowFilter, value) -> bool:
+    values = set(f.include if f.include is not None else f.exclude)
+    cells = value if isinstance(value, (list, tuple)) else [] if value is None else [value]
+    hit = any(str(c) in values for c in cells)
+    return hit if f.include is not None else not hit
+
+
+def _keep(cfg: ShardRecipe, src, listed: list[dict], per: dict) -> list[list]:
+    """Per unit, the rows that pass: [id, orig_id, normalized text, ref]; the rest are counted."""
+    seen, kept = set(), []
+    for u in listed:
+        rows = []
+        for oid, text, ref, fields in u["rows"]:
+            cid = f"{src.name}_{UNSAFE.sub('_', str(oid))}"
+            if text is None:  # a label whose bytes are not UTF-8
+                _count(per, N.NOT_UTF8)
+                continue
+            if not all(_matches(f, fields.get(f.column)) for f in src.filters):
+                _count(per, FILTERED)
+                continue
+            text = N.normalize_text(text, cfg.normalize.tags)
+            if not text and not src.keep_empty:
+                _count(per, N.EMPTY_TEXT)
+            elif cid in seen:
+                _count(per, N.DUPLICATE_ID)
+            else:
+                seen.add(cid)
+                rows.append([cid, str(oid), text, ref])
+        kept.append(rows)
+    return kept
+
+
+def _cap(cfg: ShardRecipe, src, split: str, kept: list[list], per: dict) -> None:
+    """A seeded random choice of max_clips rows over the whole split, the order kept."""
+    cap = src.max_clips.get(split)
+    total = sum(map(len, kept))
+    if not cap or total <= cap:
+        return
+    chosen = set(random.Random(f"{cfg.output.seed}-{src.name}-{split}-cap").sample(range(total), cap))
+    pos = 0
+    for rows in kept:
+        keep = [r for j, r in enumerate(rows, pos) if j in chosen]
+        pos += len(rows)
+        rows[:] = keep
+    _count(per, OVER_CAP, total - cap)
+
+
+def _truecase(cfg: ShardRecipe, units: list[dict], out: Path):
+    """Re-case the labels of all-lowercase/all-uppercase sources in place; (manifest info, names)."""
+    if not cfg.normalize.truecase:
+        return None, []
+    labels = {s.name: [r[2] for u in units if u["source"] == s.name for r in u["rows"]] for s in cfg.sources}
+    targets = [s.name for s in cfg.sources
+               if s.truecase is True or (s.truecase is None and N.is_uncased(labels[s.name]))]
+    if not targets:
+        return None, []
+    model_path = out / TRUECASER
+    # cased labels only; test labels stay out of anything learned
+    trained_on = [s.name for s in cfg.sources if s.name not in targets]
+    text = [r[2] for u in units if u["source"] in trained_on and u["split"] != "test" for r in u["rows"] if r[2]]
+    if cfg.normalize.truecase_model:
+        tc, trained_on = truecase.load(cfg.normalize.truecase_model, model_path), []
+        model = str(cfg.normalize.truecase_model)
+    elif text:
+        tc = truecase.train(text, model_path)
+        model = "trained:" + ",".join(trained_on)
+    else:  # nothing cased in the recipe: the shipped English model
+        tc, trained_on, model = truecase.builtin(model_path), [], truecase.BUILTIN_NAME
+    for u in units:
+        if u["source"] in targets:
+            u["rows"] = [[cid, oid, truecase.apply(tc, text) if text else text, ref]
+                         for cid, oid, text, ref in u["rows"]]
+    sha = truecase.file_sha256(model_path)
+    log.info("truecased %s with %s (sha256 %s)", ", ".join(targets), model, sha[:12])
+    info = {"file": TRUECASER, "sha256": sha, "trained_on": trained_on, "model": model, "applied_to": targets}
+    if model == truecase.BUILTIN_NAME:
+        info["about"] = truecase.BUILTIN_ABOUT
+    return info, targets
+
+
+def _chunks(unit: dict, size: int) -> list[dict]:
+    """Work chunks of about `size` rows. A streamed file is cut at row-group boundaries, so each
+    chunk reads whole row groups once; other units are cut every `size` kept rows."""
+    rows = unit["rows"]
+    if unit["groups"] is None:
+        return [{"rows": rows[k:k + size], "groups": None, "first": 0} for k in range(0, len(rows), size)]
+    chunks, start, groups, j = [], 0, [], 0
+    for g, n in enumerate(unit["groups"]):
+        groups.append(g)
+        end = start + sum(unit["groups"][x] for x in groups)
+        if end - start >= size or g == len(unit["groups"]) - 1:
+            mine = []
+            while j < len(rows) and rows[j][3] < end:
+                mine.append(rows[j])
+                j += 1
+            if mine:
+                chunks.append({"rows": mine, "groups": groups, "first": start})
+            start, groups = end, []
+    return chunks
+
+
+def assign(units: list[dict], num_tasks: int) -> list[list[int]]:
+    """Unit indices per task: the largest units first, each to the least-loaded task (ties: lowest)."""
+    loads, tasks = [0] * num_tasks, [[] for _ in range(num_tasks)]
+    for i in sorted(range(len(units)), key=lambda i: (-units[i]["rows"], i)):
+        t = min(range(num_tasks), key=lambda t: (loads[t], t))
+        tasks[t].append(i)
+        loads[t] += units[i]["rows"]
+    return [sorted(t) for t in tasks]
