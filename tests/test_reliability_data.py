@@ -35,7 +35,7 @@ def test_reader_skips_and_counts_every_bad_item(synthetic_shards, tmp_path, capl
     assert stats["tar_errors"] >= 2  # the truncated tar and the missing one
     for cid in BAD:
         assert f"clip {cid} in" in caplog.text, cid  # each named in the log with its reason
-    assert "non-finite" in caplog.text and "no samples" in caplog.text and "empty or missing text" in caplog.text
+    assert "non-finite" in caplog.text and "no samples" in caplog.text and "empty text" in caplog.text
 
 
 def _wav(wave) -> bytes:
@@ -71,3 +71,35 @@ def test_shard_build_drops_bad_rows_by_reason(tmp_path, caplog):
     assert man["splits"]["train"]["clips"] == 2
     for reason in ("undecodable_audio", "empty_text", "text_not_utf8"):
         assert f"man/train clips: {reason}" in caplog.text  # the printed summary
+
+
+def test_empty_transcripts_pass_only_from_sources_that_keep_them(synthetic_shards, tmp_path):
+    """Non-speech clips (shard recipe `keep_empty: true`) reach training with an empty transcript;
+    the same clip from any other source is a counted skip (test above)."""
+    import tarfile
+
+    man = json.loads((synthetic_shards / "manifest.json").read_text())
+    first = man["splits"]["train"]["shards"][0]
+    with tarfile.open(synthetic_shards / first["file"]) as t:
+        flac = next(t.extractfile(m).read() for m in t.getmembers() if m.name.endswith(".flac"))
+    out = tmp_path / "noise"
+    out.mkdir()
+    ids = ["noise_a", "noise_b"]
+    with tarfile.open(out / "noise-train-000000.tar", "w") as t:
+        for cid in ids:
+            for name, data in ((f"{cid}.flac", flac), (f"{cid}.json", json.dumps({"id": cid, "text": ""}).encode())):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    shard = {**first, "file": "noise-train-000000.tar", "clips": 2, "ids": ids, "durations": first["durations"][:2],
+             "source": "noise"}
+    manifest = {"splits": {"train": {"shards": [shard], "clips": 2}}, "sources": {"noise": {"keep_empty": True}}}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    loader = TrainLoader([DataSet(str(out))], ids_collate, batch_size=2, num_workers=0, seed=0)
+    assert sorted(i for b in loader for i, w in zip(b["ids"], b["weight"]) if w > 0) == ids
+    assert loader.stats["bad_clips"] == 0
+    manifest["sources"]["noise"]["keep_empty"] = False
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    loader = TrainLoader([DataSet(str(out))], ids_collate, batch_size=2, num_workers=0, seed=0)
+    assert [i for b in loader for i, w in zip(b["ids"], b["weight"]) if w > 0] == []
+    assert loader.stats["bad_clips"] == 2

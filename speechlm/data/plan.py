@@ -35,6 +35,7 @@ class Shard:
     ids: list[str]
     durations: np.ndarray  # float64 seconds, from the manifest
     set_index: int
+    empty_ok: bool = False  # its source keeps empty transcripts on purpose (non-speech clips)
 
 
 @dataclass
@@ -91,7 +92,8 @@ def load_catalog(paths: list[str], splits: list[str], what: str = "data.train") 
             ids, durs = list(sh["ids"]), np.asarray(sh["durations"], dtype=np.float64)
             if len(ids) != len(durs):
                 raise ConfigError(f"{what}[{k}]: {mpath} lists {len(ids)} ids but {len(durs)} durations for {sh['file']}")
-            shards.append(Shard(str(Path(path) / sh["file"]), ids, durs, k))
+            empty_ok = bool(manifest.get("sources", {}).get(sh.get("source"), {}).get("keep_empty", False))
+            shards.append(Shard(str(Path(path) / sh["file"]), ids, durs, k, empty_ok))
     return Catalog(shards, [str(p) for p in paths])
 
 

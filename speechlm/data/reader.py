@@ -139,8 +139,11 @@ class PlanDataset(torch.utils.data.IterableDataset):
         try:
             meta = json.loads(m["json"])
             stats["clips_decoded"] += 1
-            if not isinstance(meta["text"], str) or not meta["text"].strip():
-                raise ValueError("empty or missing text")  # would teach the model to say nothing
+            if not isinstance(meta["text"], str):
+                raise ValueError("missing text")
+            if not meta["text"].strip() and not self.catalog.shards[s].empty_ok:
+                # would teach the model to say nothing, unless the shard recipe kept it so (non-speech clips)
+                raise ValueError("empty text")
             wave = audio_io.load(m["flac"])
             shortest = getattr(self.collator, "min_samples", 0)
             if len(wave) < shortest:
