@@ -119,13 +119,22 @@ def transient(exn: BaseException) -> bool:
         return transient(exn.__cause__)  # fsspec reports some failed requests as "not found"
     if isinstance(exn, (_PERMANENT, StorageError)):
         return False
-    status = getattr(exn, "status", None) or getattr(exn, "code", None)
+    status = _status(exn)
     if isinstance(status, int) and 400 <= status < 500:
         return status in (408, 429)
     if isinstance(exn, (OSError, TimeoutError, ConnectionError)):
         return True
     # the HTTP clients' own exception trees (aiohttp.ClientError, botocore's) are not all OSErrors
     return type(exn).__module__.split(".")[0] in ("aiohttp", "botocore", "aiobotocore", "urllib3", "fsspec")
+
+
+def _status(exn: BaseException) -> int | None:
+    """The HTTP status of a failed request, where the error carries one (aiohttp, botocore)."""
+    status = getattr(exn, "status", None) or getattr(exn, "code", None)
+    if status is None:
+        status = (getattr(exn, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode") \
+            if isinstance(getattr(exn, "response", None), dict) else None
+    return status if isinstance(status, int) else None
 
 
 class _Retry:
@@ -228,7 +237,7 @@ class ResilientReader(io.RawIOBase):
 
 def _named(exn: BaseException, url: str) -> BaseException:
     """A missing object's error names the URL (s3fs and the HTTP client name only the key or nothing)."""
-    if isinstance(exn, FileNotFoundError) and url not in str(exn):
+    if isinstance(exn, FileNotFoundError) and not transient(exn):
         return FileNotFoundError(f"no such object: {url}")
     return exn
 
