@@ -279,3 +279,33 @@ def test_ensure_shards_never_builds_a_url_set(tmp_path, monkeypatch):
     monkeypatch.setattr("speechlm.shard.build", lambda *a, **k: built.append(a))
     train_data.ensure_shards(cfg)
     assert built == []
+
+
+def test_planner_reads_a_url_sets_manifest(tmp_path, http_folder):
+    from speechlm.plan import data_facts
+
+    local = write_set(tmp_path, "a", [3, 3], audio=False, min_s=1.0, max_s=7.0)
+    longest = max(max(s.durations) for s in loaders(str(local), world=1, workers=0)[0].catalog.shards)
+    cfg = Config()
+    cfg.data.recipe = "shards/synthetic.yaml"
+    cfg.data.train = [DataSet(http_folder.url("a"))]
+    facts = data_facts(cfg)
+    assert facts["max_clip_seconds"] == longest and facts["shard_bytes"] == 0 and facts["unknown"] == []
+    assert "source_bytes" not in facts  # never sized as a build
+    cfg.data.cache_dir, cfg.data.cache_max_gb = str(tmp_path / "cache"), 1e-6
+    assert data_facts(cfg)["shard_bytes"] == pytest.approx(1e-6 * 2**30)  # the cache, at most its cap
+    http_folder.stop()
+    cfg.data.train = [DataSet(http_folder.url("a"))]
+    assert data_facts(cfg)["unknown"] == [http_folder.url("a")]
+
+
+def test_io_settings_validated():
+    from speechlm.config import load
+
+    with pytest.raises(ConfigError, match="data.io_timeout_s: must be > 0"):
+        load(Config, "tiny", overrides=["data.io_timeout_s=0"])
+    with pytest.raises(ConfigError, match="data.io_retries: must be >= 0"):
+        load(Config, "tiny", overrides=["data.io_retries=-1"])
+    cfg = load(Config, "tiny", overrides=["data.cache_dir=/tmp/x", "data.cache_max_gb=2", "data.io_retries=3"])
+    io_ = RemoteIO.from_config(cfg.data)
+    assert io_.cache_dir == "/tmp/x" and io_.cache_bytes == 2 * 2**30 and io_.retries == 3
