@@ -173,6 +173,11 @@ def test_missing_objects_are_named(tmp_path, http_folder, caplog):
     assert http_folder.url(f"a/{gone.name}") in caplog.text
 
 
+def test_unknown_protocol_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"data.train\[0\].path: cannot open 'nosuchproto://b/a'.*nosuchproto"):
+        loaders("nosuchproto://b/a", world=1)
+
+
 def test_s3_missing_manifest(s3, tmp_path):
     from speechlm.data import EvalLoader
 

@@ -107,6 +107,8 @@ def _fetch_manifest(url: str, key: str, io_) -> bytes:
     except FileNotFoundError as e:
         raise ConfigError(f"{key}: {e} (a shard set at a URL is never built by the trainer: build it with "
                           "python -m speechlm.shard and upload the whole folder)") from None
+    except (ImportError, ValueError) as e:  # fsspec: an unknown protocol, or its package (gcsfs...) missing
+        raise ConfigError(f"{key}: cannot open '{url}': {e}") from None
 
 
 def _rng(*key: int) -> np.random.Generator:
