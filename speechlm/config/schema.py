@@ -56,6 +56,15 @@ class DataConfig:
     shuffle_shards_per_block: int = 4
     num_workers: int = 2
     prefetch_factor: int = 2
+    # shard sets at a URL (s3://, gs://, https://...; see speechlm/data/remote.py): a local folder
+    # that keeps whole downloaded tars, capped at cache_max_gb (None: stream the tars, no copy)
+    cache_dir: str | None = None
+    cache_max_gb: float = 50.0
+    # per request: connect/read timeout; transient failures retried io_retries times, waiting
+    # io_backoff_s, then twice as long each time (30 s at most); then the run stops with an error
+    io_timeout_s: float = 60.0
+    io_retries: int = 5
+    io_backoff_s: float = 1.0
 
 
 @dataclass
@@ -123,7 +132,8 @@ class Config:
                     "training.per_device_eval_batch_size": t.per_device_eval_batch_size,
                     "data.prefetch_factor": d.prefetch_factor, "data.shuffle_shards_per_block": d.shuffle_shards_per_block,
                     "model.projector_pool_stride": m.projector_pool_stride, "model.projector_hidden_dim": m.projector_hidden_dim,
-                    "training.max_nonfinite_in_a_row": t.max_nonfinite_in_a_row}
+                    "training.max_nonfinite_in_a_row": t.max_nonfinite_in_a_row,
+                    "data.io_timeout_s": d.io_timeout_s, "data.cache_max_gb": d.cache_max_gb}
         if m.use_lora if t.use_lora is None else t.use_lora:
             positive["model.lora_rank"] = m.lora_rank
         if d.batching == "clips":
@@ -135,7 +145,8 @@ class Config:
                         "training.weight_decay": t.weight_decay, "training.max_grad_norm": t.max_grad_norm,
                         "training.eval_steps": t.eval_steps, "training.save_steps": t.save_steps,
                         "training.logging_steps": t.logging_steps, "data.num_workers": d.num_workers,
-                        "data.max_eval_samples_per_dataset": d.max_eval_samples_per_dataset}
+                        "data.max_eval_samples_per_dataset": d.max_eval_samples_per_dataset,
+                        "data.io_retries": d.io_retries, "data.io_backoff_s": d.io_backoff_s}
         for key, v in positive.items():
             if not v > 0:
                 raise ConfigError(f"{key}: must be > 0, got {v}")

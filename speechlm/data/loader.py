@@ -23,6 +23,7 @@ import torch
 from speechlm.config import ConfigError, DataSet
 from speechlm.data.plan import PAD, Block, Catalog, EpochPlan, load_catalog, plan_epoch, plan_eval
 from speechlm.data.reader import PlanDataset
+from speechlm.data.remote import RemoteIO
 
 log = logging.getLogger(__name__)
 
@@ -86,14 +87,15 @@ def _batches(dataset: PlanDataset, num_workers: int, prefetch_factor: int, first
 class TrainLoader:
     def __init__(self, sets: list[DataSet], collator, *, batch_size: int = 0, batch_seconds: float = 0.0,
                  rank: int = 0, world_size: int = 1, num_workers: int = 2, seed: int = 44,
-                 shuffle_shards_per_block: int = 4, prefetch_factor: int = 2):
+                 shuffle_shards_per_block: int = 4, prefetch_factor: int = 2, remote_io: RemoteIO | None = None):
         if not sets:
             raise ConfigError("data.train: no shard sets given")
         if batch_size <= 0 and batch_seconds <= 0:
             raise ConfigError("training.per_device_train_batch_size or data.batch_seconds must be > 0")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside world size {world_size}")
-        self.catalog: Catalog = load_catalog([s.path for s in sets], [s.split for s in sets])
+        self.remote_io = remote_io or RemoteIO()  # for sets at a URL
+        self.catalog: Catalog = load_catalog([s.path for s in sets], [s.split for s in sets], io_=self.remote_io)
         self.weights = [float(s.weight) for s in sets]
         if sum(self.weights) <= 0:
             raise ConfigError("data.train: every weight is 0, so an epoch has no clips")
@@ -117,7 +119,7 @@ class TrainLoader:
         return cls(d.train, collator, batch_size=t.per_device_train_batch_size,
                    batch_seconds=d.batch_seconds if by_seconds else 0.0, rank=rank, world_size=world_size,
                    num_workers=d.num_workers, seed=t.seed, shuffle_shards_per_block=d.shuffle_shards_per_block,
-                   prefetch_factor=d.prefetch_factor)
+                   prefetch_factor=d.prefetch_factor, remote_io=RemoteIO.from_config(d))
 
     # ------------------------------------------------------------------ plan
 
@@ -178,7 +180,8 @@ class TrainLoader:
         start = self.step_in_epoch
         if start < plan.steps:
             _check_workers(self.catalog, plan.workers[self.rank], self.collator, self.num_workers, self.prefetch_factor)
-            ds = PlanDataset(self.catalog, plan.workers[self.rank], plan.pad_gid, self.collator, start_step=start)
+            ds = PlanDataset(self.catalog, plan.workers[self.rank], plan.pad_gid, self.collator, start_step=start,
+                             io_=self.remote_io)
             for step, batch in _batches(ds, self.num_workers, self.prefetch_factor, start, self.stats):
                 self.step_in_epoch = step + 1
                 yield batch
@@ -191,10 +194,12 @@ class EvalLoader:
     spread equally over ranks (ranks short of batches get weight-0 padding batches)."""
 
     def __init__(self, sets: list[DataSet], collator, *, batch_size: int, max_samples_per_set: int = 200,
-                 rank: int = 0, world_size: int = 1, num_workers: int = 0, prefetch_factor: int = 2):
+                 rank: int = 0, world_size: int = 1, num_workers: int = 0, prefetch_factor: int = 2,
+                 remote_io: RemoteIO | None = None):
         if batch_size <= 0:
             raise ConfigError("training.per_device_eval_batch_size: must be > 0")
-        self.catalog = load_catalog([s.path for s in sets], [s.split for s in sets], what="data.eval")
+        self.remote_io = remote_io or RemoteIO()
+        self.catalog = load_catalog([s.path for s in sets], [s.split for s in sets], what="data.eval", io_=self.remote_io)
         self.collator, self.rank, self.num_workers = collator, rank, num_workers
         self.prefetch_factor = prefetch_factor
         self.stats: Counter = Counter()
@@ -205,13 +210,14 @@ class EvalLoader:
     def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> "EvalLoader":
         return cls(cfg.data.eval, collator, batch_size=cfg.training.per_device_eval_batch_size,
                    max_samples_per_set=cfg.data.max_eval_samples_per_dataset, rank=rank,
-                   world_size=world_size, num_workers=cfg.data.num_workers, prefetch_factor=cfg.data.prefetch_factor)
+                   world_size=world_size, num_workers=cfg.data.num_workers, prefetch_factor=cfg.data.prefetch_factor,
+                   remote_io=RemoteIO.from_config(cfg.data))
 
     def __len__(self) -> int:
         return self.plan.steps
 
     def __iter__(self) -> Iterator[dict]:
         _check_workers(self.catalog, self.plan.workers[self.rank], self.collator, self.num_workers, self.prefetch_factor)
-        ds = PlanDataset(self.catalog, self.plan.workers[self.rank], self.plan.pad_gid, self.collator)
+        ds = PlanDataset(self.catalog, self.plan.workers[self.rank], self.plan.pad_gid, self.collator, io_=self.remote_io)
         for _, batch in _batches(ds, self.num_workers, self.prefetch_factor, 0, self.stats):
             yield batch

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from speechlm.config import ConfigError
+from speechlm.data import remote
 
 PAD = None  # a planned padding batch (weight 0), in place of a gid array
 
@@ -74,15 +75,20 @@ class Catalog:
         ]
 
 
-def load_catalog(paths: list[str], splits: list[str], what: str = "data.train") -> Catalog:
-    """Read `manifest.json` of each shard set (docs/design.md) into one Catalog."""
+def load_catalog(paths: list[str], splits: list[str], what: str = "data.train", io_=None) -> Catalog:
+    """Read `manifest.json` of each shard set (docs/design.md) into one Catalog. A set's path may be
+    a URL (speechlm.data.remote; `io_` is its RemoteIO): the manifest is fetched, the tars stay there."""
     shards: list[Shard] = []
     for k, (path, split) in enumerate(zip(paths, splits)):
-        mpath = Path(path) / "manifest.json"
-        if not mpath.is_file():
-            raise ConfigError(f"{what}[{k}].path: no manifest.json in '{path}' (build it with python -m speechlm.shard)")
+        if remote.is_url(path):
+            mpath, manifest = remote.join(path, "manifest.json"), _fetch_manifest(path, f"{what}[{k}].path", io_)
+        else:
+            mpath = Path(path) / "manifest.json"
+            if not mpath.is_file():
+                raise ConfigError(f"{what}[{k}].path: no manifest.json in '{path}' (build it with python -m speechlm.shard)")
+            manifest = mpath.read_text()
         try:
-            manifest = json.loads(mpath.read_text())
+            manifest = json.loads(manifest)
         except json.JSONDecodeError as e:
             raise ConfigError(f"{what}[{k}].path: {mpath} is not valid JSON ({e})") from None
         splits_ = manifest.get("splits", {})
@@ -93,8 +99,18 @@ def load_catalog(paths: list[str], splits: list[str], what: str = "data.train") 
             if len(ids) != len(durs):
                 raise ConfigError(f"{what}[{k}]: {mpath} lists {len(ids)} ids but {len(durs)} durations for {sh['file']}")
             empty_ok = bool(manifest.get("sources", {}).get(sh.get("source"), {}).get("keep_empty", False))
-            shards.append(Shard(str(Path(path) / sh["file"]), ids, durs, k, empty_ok))
+            shards.append(Shard(remote.join(path, sh["file"]), ids, durs, k, empty_ok))
     return Catalog(shards, [str(p) for p in paths])
+
+
+def _fetch_manifest(url: str, key: str, io_) -> bytes:
+    try:
+        return remote.read_bytes(remote.join(url, "manifest.json"), io_ or remote.DEFAULT)
+    except FileNotFoundError as e:
+        raise ConfigError(f"{key}: {e} (a shard set at a URL is never built by the trainer: build it with "
+                          "python -m speechlm.shard and upload the whole folder)") from None
+    except (ImportError, ValueError) as e:  # fsspec: an unknown protocol, or its package (gcsfs...) missing
+        raise ConfigError(f"{key}: cannot open '{url}': {e}") from None
 
 
 def _rng(*key: int) -> np.random.Generator:

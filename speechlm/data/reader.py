@@ -8,7 +8,8 @@ without decoding (pitfall 4).
 
 Bad input never stops training or changes step counts: a missing or truncated tar, a member that
 is missing, or a clip that won't decode is dropped from its batch, counted and logged; a batch left
-empty becomes a weight-0 batch.
+empty becomes a weight-0 batch. Shards at a URL are opened by speechlm.data.remote; storage that
+stays unreachable through its retries raises `StorageError`, which does stop training.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import torch
 from webdataset import tariterators
 
 from speechlm import audio as audio_io
+from speechlm.data import remote
 from speechlm.data.plan import PAD, Catalog, Block
 
 log = logging.getLogger(__name__)
@@ -38,15 +40,30 @@ def _split_key(name: str):
     return (m.group(1), m.group(2)) if m else (None, None)
 
 
-def read_members(files: list[str], wanted: set[str], stats: Counter) -> dict[str, dict]:
+def _url_opener(data, handler, io_: remote.RemoteIO):
+    """webdataset's url_opener for URLs, through speechlm.data.remote (timeouts, retries, cache)."""
+    for sample in data:
+        try:
+            yield dict(sample, stream=remote.open_shard(sample["url"], io_))
+        except Exception as exn:  # noqa: BLE001 - the handler decides
+            if handler(exn):
+                continue
+            break
+
+
+def read_members(files: list[str], wanted: set[str], stats: Counter,
+                 io_: remote.RemoteIO = remote.DEFAULT) -> dict[str, dict]:
     """{id: {"flac": bytes, "json": bytes}} for the `wanted` ids found in the tar `files`.
 
     Stops reading a shard once everything wanted from it is in hand. Errors (missing file, truncated
-    tar) are counted in `stats` and logged; whatever was read before the error is kept.
+    tar) are counted in `stats` and logged; whatever was read before the error is kept. Storage
+    unreachable through every retry (`remote.StorageError`) is raised, not skipped.
     """
     found: dict[str, dict] = {}
 
     def handler(exn: Exception) -> bool:
+        if isinstance(exn, remote.StorageError):
+            raise exn
         stats["tar_errors"] += 1
         log.warning("skipping unreadable shard data: %s", exn)
         return True  # keep going with the next shard
@@ -54,7 +71,10 @@ def read_members(files: list[str], wanted: set[str], stats: Counter) -> dict[str
     for f in files:
         stats["shards_read"] += 1
         src = [{"url": f}]
-        streams = tariterators.url_opener(src, handler=handler)
+        if remote.is_url(f):
+            streams = _url_opener(src, handler, io_)
+        else:
+            streams = tariterators.url_opener(src, handler=handler)
         members = tariterators.tar_file_expander(streams, handler=handler)
         for sample in tariterators.group_by_keys(members, keys=_split_key, handler=handler):
             key = sample["__key__"]
@@ -69,8 +89,9 @@ class PlanDataset(torch.utils.data.IterableDataset):
     """Batches of one rank for one epoch: yields (step, batch) with batch from `collator`."""
 
     def __init__(self, catalog: Catalog, worker_blocks: list[list[Block]], pad_gid: int,
-                 collator: Callable, start_step: int = 0):
+                 collator: Callable, start_step: int = 0, io_: remote.RemoteIO = remote.DEFAULT):
         self.catalog = catalog
+        self.io = io_
         self.worker_blocks = worker_blocks
         self.pad_gid = pad_gid
         self.collator = collator
@@ -123,7 +144,7 @@ class PlanDataset(torch.utils.data.IterableDataset):
             mine = gids[shard_ix == s]
             base = int(self.catalog.offsets[s])
             wanted = {shard.ids[int(g) - base]: int(g) for g in mine}
-            got = read_members([shard.file], set(wanted), stats)
+            got = read_members([shard.file], set(wanted), stats, self.io)
             for key, g in wanted.items():
                 if key in got:
                     out[g] = got[key]

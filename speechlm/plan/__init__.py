@@ -169,21 +169,45 @@ def _manifest(path: str) -> tuple[Path, dict] | None:
     return (p, json.loads(m.read_text())) if m.is_file() else None
 
 
+def _remote_manifest(url: str) -> dict | None:
+    from speechlm.data import remote
+
+    try:
+        return json.loads(remote.read_bytes(remote.join(url, "manifest.json"), remote.RemoteIO(retries=1, timeout_s=10)))
+    except (OSError, ValueError):  # unreachable or not there: the set's size is reported as unknown
+        return None
+
+
 def data_facts(cfg: Config) -> dict:
-    """Shard bytes and the longest clip, from the built shards' manifests where they exist."""
+    """Shard bytes and the longest clip, from the built shards' manifests where they exist. A set at
+    a URL stays there: it takes local disk only through data.cache_dir (at most data.cache_max_gb)."""
+    from speechlm.data.remote import is_url
+
     out = {"shard_bytes": 0, "max_clip_seconds": None, "unknown": []}
+    remote_bytes = 0.0
     for ds in {d.path: d for d in cfg.data.train + cfg.data.eval}.values():
-        found = _manifest(ds.path)
-        if not found:
-            continue
-        root, man = found
+        if is_url(ds.path):
+            root, man = None, _remote_manifest(ds.path)
+            if man is None:
+                out["unknown"].append(ds.path)
+                continue
+        else:
+            found = _manifest(ds.path)
+            if not found:
+                continue
+            root, man = found
         for split in man.get("splits", {}).values():
             for sh in split.get("shards", []):
-                f = root / sh["file"]
-                out["shard_bytes"] += f.stat().st_size if f.is_file() else sh.get("seconds", 0) * FLAC_BYTES_PER_SECOND
+                if root is None:
+                    remote_bytes += sh.get("seconds", 0) * FLAC_BYTES_PER_SECOND
+                else:
+                    f = root / sh["file"]
+                    out["shard_bytes"] += f.stat().st_size if f.is_file() else sh.get("seconds", 0) * FLAC_BYTES_PER_SECOND
                 longest = max(sh.get("durations") or [0])
                 out["max_clip_seconds"] = max(out["max_clip_seconds"] or 0, longest)
-    missing = [d.path for d in cfg.data.train + cfg.data.eval if not _manifest(d.path)]
+    if cfg.data.cache_dir:
+        out["shard_bytes"] += min(remote_bytes, cfg.data.cache_max_gb * GIB)
+    missing = [d.path for d in cfg.data.train + cfg.data.eval if not is_url(d.path) and not _manifest(d.path)]
     if missing:  # not built yet: size the build from its sources' Hub metadata
         source = _source_bytes(cfg.data.recipe)
         if source is None:

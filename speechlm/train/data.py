@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from speechlm.config import REPO_ROOT, Config, ConfigError
+from speechlm.data.remote import is_url
 
 log = logging.getLogger("speechlm.train")
 
@@ -19,7 +20,9 @@ def _recipe_path(path: str) -> Path:
 
 
 def _missing(cfg: Config) -> list[Path]:
-    dirs = {Path(s.path) for s in list(cfg.data.train) + list(cfg.data.eval)}
+    # a set at a URL is read where it is, never built here: a missing manifest there is the
+    # loader's ConfigError naming it
+    dirs = {Path(s.path) for s in list(cfg.data.train) + list(cfg.data.eval) if not is_url(s.path)}
     return sorted(d for d in dirs if not (d / "manifest.json").is_file())
 
 
