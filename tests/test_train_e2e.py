@@ -17,7 +17,7 @@ from speechlm.train.loop import Trainer
 STEPS = 25  # several epochs of the small shared shard set (64 train clips, batch 16)
 OVERRIDES = [
     "training.per_device_train_batch_size=16", f"training.max_steps={STEPS}", "training.warmup_steps=3",
-    "training.learning_rate=3e-3", "training.eval_steps=12", "training.save_steps=12", "training.logging_steps=1",
+    "training.eval_steps=12", "training.save_steps=12", "training.logging_steps=1",
     "training.save_total_limit=null", "data.max_eval_samples_per_dataset=16", "data.num_workers=1",
 ]
 
