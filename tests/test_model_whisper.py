@@ -75,3 +75,16 @@ def test_planner_counts_only_the_whisper_encoder():
     assert plan["params"]["encoder_params"] == sum(p.numel() for p in m.encoder.parameters())
     assert plan["sources"]["encoder_checkpoint_params"] == plan["params"]["encoder_params"]  # decoder keys left out
     assert plan["memory_bytes"]["total"] > 0
+
+
+def test_bundled_whisper_configs_count_offline(capsys, monkeypatch):
+    from speechlm.model.__main__ import main as count_main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for model_id, encoder in (("openai/whisper-tiny.en", 8_208_384), ("openai/whisper-base.en", 20_590_592)):
+        count_main(["--count", f"model.audio_model_id={model_id}", "model.text_model_id=tiny/qwen3"])
+        rows = {line.split()[0]: line.split()[1:3] for line in capsys.readouterr().out.splitlines()[2:]}
+        assert int(rows["encoder"][0].replace(",", "")) == encoder  # the encoder alone, no decoder
+        # projector: LayerNorm(d) + Linear(d, 4096) + Linear(4096, 64) (the tiny decoder's width)
+        d = {8_208_384: 384, 20_590_592: 512}[encoder]
+        assert int(rows["projector"][0].replace(",", "")) == 2 * d + d * 4096 + 4096 + 4096 * 64 + 64
