@@ -88,3 +88,25 @@ def test_bundled_whisper_configs_count_offline(capsys, monkeypatch):
         # projector: LayerNorm(d) + Linear(d, 4096) + Linear(4096, 64) (the tiny decoder's width)
         d = {8_208_384: 384, 20_590_592: 512}[encoder]
         assert int(rows["projector"][0].replace(",", "")) == 2 * d + d * 4096 + 4096 + 4096 * 64 + 64
+
+
+def test_transcribe_and_eval_refuse_or_skip_clips_over_30s(tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    from speechlm.config import ConfigError
+    from speechlm.eval import evaluate
+    from speechlm.transcribe import transcribe_files
+
+    m = build_model(whisper_config(stride=4))
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, seconds in (("short", 1.0), ("long", 30.5)):
+        sf.write(tmp_path / f"{name}.wav", (0.1 * rng.standard_normal(int(16000 * seconds))).astype(np.float32), 16000)
+        rows.append(json.dumps({"audio": f"{name}.wav", "text": "hello"}))
+    with pytest.raises(ConfigError, match=r"long.wav: 30.5 s is longer than the whisper encoder's 30 s limit"):
+        transcribe_files(m, [str(tmp_path / "short.wav"), str(tmp_path / "long.wav")])
+    (tmp_path / "set.jsonl").write_text("\n".join(rows) + "\n")
+    m.cfg.max_new_tokens = 4
+    result = evaluate(m, str(tmp_path / "set.jsonl"))
+    assert result["skipped"] == 1 and [r["id"] for r in result["rows"]] == ["short"]

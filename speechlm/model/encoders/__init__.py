@@ -87,9 +87,6 @@ class EncoderFamily:
         frames = self.encoder_frames(self.features.num_feature_frames(num_samples))
         return max(0, pooled_length(frames, int(pool_stride)))
 
-    def describe(self) -> dict:
-        return {"family": self.name, "max_seconds": self.max_seconds, "features": self.features.to_dict()}
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config.model_type}, hidden {self.hidden_size})"
 
