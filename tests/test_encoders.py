@@ -210,3 +210,13 @@ def test_shard_set_longer_than_whisper_limit_stops_at_start(tmp_path, whisper):
     granite = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>",
                        family=family_for("tiny/granite_speech5"), pool_stride=1)
     TrainLoader([DataSet(str(long_))], granite, batch_size=2, num_workers=0)  # Granite has no such limit
+
+
+def test_registry_matches_the_family_modules():
+    import importlib
+
+    from speechlm.model.encoders import FAMILIES
+
+    for name, (module, types) in FAMILIES.items():
+        fam = importlib.import_module(module).FAMILY
+        assert fam.name == name and fam.model_types == types
