@@ -16,12 +16,8 @@ one function (`load_<family>_encoder`), the only place weights are read.
 """
 from __future__ import annotations
 
-import logging
-
 from speechlm.config import ConfigError
 from speechlm.model.projector import pooled_length
-
-log = logging.getLogger(__name__)
 
 
 def conv_output_length(length, conv_layers):
