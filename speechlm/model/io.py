@@ -51,7 +51,9 @@ def _masters(module) -> dict:
 
     out = {}
     for name, p in module.named_parameters():
-        if p.requires_grad and (hasattr(p, "_z3_optimizer") or getattr(p, "_hp_mapping", None) is not None):
+        # `_hp_mapping` is None on a rank that holds no fragment of p, but p's gather is collective
+        # (an all-reduce under ZeRO-1/2): every rank must call it for the same parameters, in order
+        if p.requires_grad and (hasattr(p, "_z3_optimizer") or hasattr(p, "_hp_mapping")):
             full = safe_get_full_fp32_param(p)
             if full is not None:
                 out[name] = full.detach().cpu().clone().contiguous()
