@@ -6,10 +6,9 @@ import logging
 import numpy as np
 import torch
 
-from speechlm import text
 from speechlm.config import Config, ConfigError, ModelConfig, TrainingConfig
 from speechlm.features import FeatureExtractor
-from speechlm.model import parts
+from speechlm.model import loading, parts
 from speechlm.model.projector import Projector
 from speechlm.model.speechlm import SpeechLM
 
@@ -97,7 +96,8 @@ def build_model(cfg: Config, calibration_waves: list[np.ndarray] | None = None) 
     log.info("decoder attention implementation: %s (requested %s)", attn, tcfg.attn_implementation)
     encoder = parts.load_encoder(mcfg.audio_model_id, dtype, mcfg.trust_remote_code)
     decoder = parts.load_decoder(mcfg.text_model_id, dtype, attn, mcfg.trust_remote_code)
-    tokenizer = text.load_tokenizer(parts.tiny.resolve(mcfg.text_model_id), mcfg.audio_token, mcfg.trust_remote_code)
+    tokenizer = loading.load_tokenizer(parts.tiny.resolve(mcfg.text_model_id), mcfg.audio_token, mcfg.trust_remote_code)
+    loading.check_tokenizer(tokenizer, decoder, mcfg.text_model_id, mcfg.audio_token)
     model = assemble(cfg, encoder, decoder, tokenizer, trainable)
     if mcfg.calibrate_projector:
         calibrate(model, calibration_waves)

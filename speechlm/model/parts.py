@@ -11,6 +11,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, GraniteSpeech5Encoder
 
 from speechlm import tiny
 from speechlm.config import ConfigError
+from speechlm.model.loading import load_pretrained
 
 log = logging.getLogger(__name__)
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -60,7 +61,7 @@ def load_encoder(model_id: str, dtype: torch.dtype, trust_remote_code: bool = Fa
     path = tiny.resolve(model_id)
     cfg = encoder_config(AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code))
     # the hub checkpoints are GraniteSpeech5ForCTC; the bare encoder loads from them (prefix "encoder.")
-    enc = GraniteSpeech5Encoder.from_pretrained(path, config=cfg, dtype=dtype, attn_implementation="sdpa")
+    enc = load_pretrained(GraniteSpeech5Encoder, path, "encoder", config=cfg, dtype=dtype, attn_implementation="sdpa")
     # transformers keeps conv.norm (BatchNorm) in fp32, while DeepSpeed bf16 casts parameters but not
     # buffers: make every tensor one dtype on purpose so no mixed-dtype BatchNorm can happen.
     return enc.to(dtype)
@@ -68,8 +69,8 @@ def load_encoder(model_id: str, dtype: torch.dtype, trust_remote_code: bool = Fa
 
 def load_decoder(model_id: str, dtype: torch.dtype, attn: str, trust_remote_code: bool = False):
     path = tiny.resolve(model_id)
-    return AutoModelForCausalLM.from_pretrained(
-        path, dtype=dtype, attn_implementation=attn, trust_remote_code=trust_remote_code
+    return load_pretrained(
+        AutoModelForCausalLM, path, "decoder", dtype=dtype, attn_implementation=attn, trust_remote_code=trust_remote_code
     )
 
 

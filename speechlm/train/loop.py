@@ -140,6 +140,9 @@ class Trainer:
             ckpt_mod.CheckpointManager(".").resolve(self.t.resume_from_checkpoint)
         if self.t.push_to_hub and not self.t.hub_model_id:
             raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
+        from speechlm.model.loading import preflight
+
+        preflight(self.cfg.model)  # every pretrained weight accounted for, on the meta device
 
     def _run_dir(self) -> Path:
         name = self.t.run_name
