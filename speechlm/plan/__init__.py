@@ -18,7 +18,11 @@ Memory model, per device (N = world size, T = trainable params, F = frozen param
                   -- backward keeps about two copies of each projection's output (attention and
                   MLP inputs, gate/up products, norms) -- plus, for Qwen3.5's linear-attention
                   layers run by transformers' torch kernels, value_heads * (22 * head_dim + 100).
-                  The frozen encoder runs without grad: only its transient peak counts (max).
+                  The frozen encoder runs without grad: only its transient peak counts (max); a
+                  trained encoder's layers count at the frame rate they run at (after subsampling).
+                  With training.gradient_checkpointing the decoder layers keep only their input
+                  (hidden per token per layer) and the backward recomputes one layer at a time: the
+                  largest layer's term once, instead of the sum over layers.
   logits          label tokens * vocab * LOGIT_BYTES (logits in the compute dtype, their fp32
                   upcast for the loss and its fp32 gradient), the model computes them only there.
   GPU runtime     CUDA context + allocator slack: CUDA_OVERHEAD_GIB + FRAGMENTATION of the rest.
@@ -29,8 +33,9 @@ Calibration: the constants were fitted once by counting the bytes autograd saves
 hooks, parameters excluded) in one forward of small Qwen3 / Qwen3.5 decoders with LoRA all-linear
 (hidden 64-256, head_dim 16-128, 64-512 tokens: exactly linear in tokens, no constant term).
 With flash-linear-attention installed the linear-attention term shrinks (not measurable here).
-tests/test_plan.py checks the tiny twin's saved activations and its whole-step peak (measured on
-CPU with the torch profiler) against this plan, each within 20%.
+tests/test_plan.py checks the tiny twin's saved activations, its forward+backward peak and its
+whole-step peak (measured on CPU with the torch profiler) against this plan, each within 20%,
+with and without gradient checkpointing.
 """
 from __future__ import annotations
 
@@ -134,7 +139,10 @@ def batch_memory(cfg: Config, shapes: Shapes, *, world: int, batch: int, seq_len
     mem = zero_memory(shapes.frozen_params, shapes.trainable_params, stage=cfg.deepspeed.zero_stage, world=world,
                       model_bytes=2 if (t.bf16 and cfg.model.model_dtype != "float32") else 4,
                       compute_bytes=compute, offload=cfg.deepspeed.offload)
-    decoder = (tokens * shapes.act_elems_per_token + chunked * shapes.act_chunked_elems_per_token) * compute
+    if t.gradient_checkpointing:
+        decoder = (tokens * shapes.ckpt_act_elems_per_token + chunked * shapes.ckpt_act_chunked_elems_per_token) * compute
+    else:
+        decoder = (tokens * shapes.act_elems_per_token + chunked * shapes.act_chunked_elems_per_token) * compute
     encoder = audio_seconds * shapes.enc_frames_per_second * shapes.enc_act_elems_per_frame * compute
     # a frozen encoder's transient is gone before the decoder's activations pile up; a trained
     # encoder's saved activations stay until the backward reaches them
