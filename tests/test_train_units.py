@@ -23,7 +23,8 @@ from speechlm.train import optim
 
 
 def cfg_with(*overrides):
-    return config_mod.load(Config, "production", None, list(overrides))
+    # a fixed micro batch unless a test says otherwise (production's "auto" needs a device to resolve)
+    return config_mod.load(Config, "production", None, ["training.per_device_train_batch_size=8", *overrides])
 
 
 # --------------------------------------------------------------------------- launcher env

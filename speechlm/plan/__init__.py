@@ -246,14 +246,37 @@ def disk(cfg: Config, shapes: Shapes, data: dict) -> dict:
 # --------------------------------------------------------------------------- plan + report
 
 
+def _auto_fits(cfg: Config, shapes: Shapes, world: int, clip: float) -> list[dict]:
+    """What per_device_train_batch_size=auto picks on each catalog GPU."""
+    from speechlm.plan.auto import pick
+
+    fits = []
+    for gpu in CATALOG:
+        try:
+            p = pick(cfg, shapes, gpu.memory_gib, world=world, clip_seconds=clip)
+        except ConfigError:
+            continue
+        fits.append({"gpu": gpu.name, "runpod_id": gpu.runpod_id, "memory_gib": gpu.memory_gib,
+                     "per_device_train_batch_size": p.micro, "gradient_accumulation_steps": p.accumulation,
+                     "gradient_checkpointing": p.gradient_checkpointing, "as_configured": p.accumulation == 1})
+    return fits
+
+
 def make_plan(cfg: Config, world: int = 1) -> dict:
+    from speechlm.plan.auto import target_clips
+
     shapes = model_shapes(cfg)
     data = data_facts(cfg)
     clip = data["max_clip_seconds"] or MAX_CLIP_SECONDS
     t = cfg.training
-    mem = step_memory(cfg, shapes, batch=t.per_device_train_batch_size, world=world, clip_seconds=clip)
+    auto = t.per_device_train_batch_size == "auto"
+    # with auto, memory is shown for all of a step's clips in one micro batch (no accumulation)
+    micro = target_clips(cfg) if auto else t.per_device_train_batch_size
+    mem = step_memory(cfg, shapes, batch=micro, world=world, clip_seconds=clip)
     fits = []
-    for gpu in CATALOG:
+    if auto:
+        fits = _auto_fits(cfg, shapes, world, clip)
+    for gpu in CATALOG if not auto else ():
         fb = fit_batch(cfg, shapes, gpu, world=world, clip_seconds=clip)
         if fb:
             fits.append({"gpu": gpu.name, "runpod_id": gpu.runpod_id, "memory_gib": gpu.memory_gib,
@@ -262,9 +285,10 @@ def make_plan(cfg: Config, world: int = 1) -> dict:
     return {
         "config": {"audio_model_id": cfg.model.audio_model_id, "text_model_id": cfg.model.text_model_id,
                    "zero_stage": cfg.deepspeed.zero_stage, "offload": cfg.deepspeed.offload, "world_size": world,
-                   "per_device_train_batch_size": t.per_device_train_batch_size,
-                   "gradient_accumulation_steps": t.gradient_accumulation_steps,
-                   "effective_batch": t.per_device_train_batch_size * t.gradient_accumulation_steps * world,
+                   "per_device_train_batch_size": t.per_device_train_batch_size, "memory_at_batch": micro,
+                   "gradient_accumulation_steps": "auto" if auto else t.gradient_accumulation_steps,
+                   "gradient_checkpointing": t.gradient_checkpointing,
+                   "effective_batch": target_clips(cfg) * world,
                    "worst_clip_seconds": clip},
         "params": {k: v for k, v in asdict(shapes).items() if k.endswith("_params")},
         "sources": shapes.sources,
@@ -285,28 +309,33 @@ def report(plan: dict) -> str:
              f"{' + offload' if c['offload'] else ''}, world size {c['world_size']})",
              f"models from: {', '.join(f'{k} {v}' for k, v in plan['sources'].items())}", "", "parameters:"]
     lines += [f"  {k[:-7]:<12}{v:>15,}" for k, v in p.items()]
-    lines += ["", f"GPU memory per device at batch {c['per_device_train_batch_size']} of {c['worst_clip_seconds']:.1f} s clips "
+    lines += ["", f"GPU memory per device at batch {c['memory_at_batch']} of {c['worst_clip_seconds']:.1f} s clips "
               f"({m['tokens_per_device_batch']} tokens):"]
     lines += [f"  {k:<18}{_g(v)}" for k, v in m.items() if k != "tokens_per_device_batch"]
     lines += ["", "disk:"] + [f"  {k:<18}{_g(v)}" for k, v in d.items()]
     if plan["data_unknown"]:
         lines.append(f"  (shards not built and their sources' size unknown offline, not counted: {', '.join(plan['data_unknown'])})")
-    lines += ["", f"GPUs that fit (effective batch {c['effective_batch']} kept):"]
+    auto = c["per_device_train_batch_size"] == "auto"
+    lines += ["", f"GPUs that fit (effective batch {c['effective_batch']} kept{'; what per_device_train_batch_size=auto picks' if auto else ''}):"]
     for f in plan["gpus"]:
+        ckpt = "  gradient_checkpointing=true" if f.get("gradient_checkpointing") and not c["gradient_checkpointing"] else ""
         lines.append(f"  {f['gpu']:<20} runpod '{f['runpod_id']}': per_device_train_batch_size={f['per_device_train_batch_size']}"
-                     f" gradient_accumulation_steps={f['gradient_accumulation_steps']}{'  (as configured)' if f['as_configured'] else ''}")
+                     f" gradient_accumulation_steps={f['gradient_accumulation_steps']}{ckpt}"
+                     f"{'  (as configured)' if f['as_configured'] and not auto else ''}")
     if not plan["gpus"]:
         lines.append("  none: lower the batch, raise the ZeRO stage or use deepspeed.offload=true")
     return "\n".join(lines)
 
 
 def recommend(plan: dict) -> dict | None:
-    """The smallest catalog GPU that fits as configured, else the one needing the least accumulation."""
+    """The smallest catalog GPU that fits as configured, else the one needing the least accumulation
+    (with auto: among those that need no gradient checkpointing the recipe didn't ask for, if any)."""
     fits = plan["gpus"]
     exact = [f for f in fits if f["as_configured"]]
     if exact:
         return min(exact, key=lambda f: f["memory_gib"])
-    return min(fits, key=lambda f: (f["gradient_accumulation_steps"], f["memory_gib"])) if fits else None
+    return min(fits, key=lambda f: (f.get("gradient_checkpointing", False), f["gradient_accumulation_steps"],
+                                    f["memory_gib"])) if fits else None
 
 
 def build_parser(prog: str = "python -m speechlm.plan") -> argparse.ArgumentParser:

@@ -6,6 +6,7 @@ Exit status: 0 done; 2 config error; 3 stopped after `max_nonfinite_in_a_row` no
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import math
@@ -20,6 +21,7 @@ import torch.distributed as dist
 
 from speechlm import config as config_mod
 from speechlm.config import Config, ConfigError
+from speechlm.train import autobatch
 from speechlm.train import checkpoint as ckpt_mod
 from speechlm.train import engine as engine_mod
 from speechlm.train import optim
@@ -79,6 +81,8 @@ class Trainer:
         engine_mod.default_launcher_env()
         self.check_config()
         ensure_shards(cfg)  # before any collective: building data must not time out NCCL (pitfall 7)
+        # per_device_train_batch_size=auto: by the plan, for this device and the longest clip in the shards
+        auto = autobatch.resolve(cfg, int(os.environ.get("WORLD_SIZE", "1")))
         self.rank, self.world, self.device = engine_mod.init_distributed()
         setup_logging(self.rank)
         ds_cfg = engine_mod.build_ds_config(cfg, self.world)  # config mistakes surface before any loading
@@ -89,6 +93,9 @@ class Trainer:
         from speechlm.model import build_model
 
         self.model = build_model(cfg)
+        if auto is not None:  # on CUDA: the worst case once, halving on OOM, before the engine exists
+            autobatch.probe(cfg, self.model, auto, self.device, self.world)
+            ds_cfg = engine_mod.build_ds_config(cfg, self.world)
         self.train_loader, self.eval_loader = make_loaders(cfg, self.model, self.rank, self.world)
         ga = t.gradient_accumulation_steps
         self.steps_per_epoch = self.train_loader.steps_per_epoch // ga
@@ -134,7 +141,15 @@ class Trainer:
 
         if not self.cfg.data.train:
             raise ConfigError("data.train: no shard sets given")
-        engine_mod.build_ds_config(self.cfg, int(os.environ.get("WORLD_SIZE", "1")))
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if self.t.per_device_train_batch_size == "auto":
+            autobatch.device_memory_gib()  # the memory to plan for must be known
+            provisional = copy.deepcopy(self.cfg)  # the ds JSON checked with a batch auto could pick
+            provisional.training.per_device_train_batch_size = 1
+            provisional.training.gradient_accumulation_steps = self.t.clips_per_step_per_device
+            engine_mod.build_ds_config(provisional, world)
+        else:
+            engine_mod.build_ds_config(self.cfg, world)
         trainable_parts(self.cfg.model, self.t)
         if self.t.resume_from_checkpoint not in (None, "auto"):  # an explicit path must hold a checkpoint
             ckpt_mod.CheckpointManager(".").resolve(self.t.resume_from_checkpoint)
