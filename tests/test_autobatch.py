@@ -107,3 +107,13 @@ def test_trainer_resolves_auto_from_the_stated_memory(synthetic_shards, tmp_path
     assert saved["per_device_train_batch_size"] == expected.micro
     first = json.loads((trainer.run_dir / "metrics.jsonl").read_text().splitlines()[0])
     assert first["effective_batch_size"] == 16
+    # a resume keeps what the checkpoint recorded, whatever the device now offers: the data order
+    # depends on the micro batch
+    monkeypatch.setenv(autobatch.ENV, "1000")
+    again = load(Config, "tiny", None, [
+        f"data.train=[{{path: {synthetic_shards}, split: train}}]", "data.eval=[]",
+        "training.per_device_train_batch_size=auto", "training.clips_per_step_per_device=16",
+        f"training.output_dir={tmp_path}", "training.run_name=auto", "training.resume_from_checkpoint=auto"])
+    p = autobatch.resolve(again, world=1)
+    assert (p.micro, p.accumulation) == (expected.micro, expected.accumulation) and "checkpoint" in p.reason
+    assert again.training.per_device_train_batch_size == expected.micro
