@@ -83,10 +83,8 @@ def run_variant(a) -> dict:
     autobatch.apply(cfg, choice)
     model, tok = gpu_step.build(cfg, device)
     t0 = time.perf_counter()
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
     choice = autobatch.probe(cfg, model, choice, device, world)
-    probe_peak = torch.cuda.max_memory_allocated() if cuda else None
+    probe_peak = choice.probe_peak_bytes
     probe_s = time.perf_counter() - t0
     micro, accum = cfg.training.per_device_train_batch_size, cfg.training.gradient_accumulation_steps
     worst_plan = planner.step_memory(cfg, shapes, batch=micro, world=world, clip_seconds=WORST_CLIP_SECONDS)["total"]

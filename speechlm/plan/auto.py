@@ -32,6 +32,7 @@ class BatchPick:
     worst_clip_seconds: float
     peak_bytes: float  # the planner's worst-case step at this pick
     reason: str
+    probe_peak_bytes: float | None = None  # CUDA: the worst case's measured peak (speechlm.train.autobatch)
 
     def describe(self) -> str:
         return (f"micro batch {self.micro} x accumulation {self.accumulation}, gradient checkpointing "

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from speechlm.config import Config, ConfigError
-from speechlm.plan.auto import BatchPick, divisors_down, pick, target_clips
+from speechlm.plan.auto import BatchPick, divisors_down, pick, step_bytes, target_clips
 
 log = logging.getLogger("speechlm.train")
 
@@ -127,7 +127,8 @@ def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) ->
     model.to(device).train()
     micro = p.micro
     while True:
-        reserve = None
+        reserve = batch = None
+        torch.cuda.reset_peak_memory_stats(device)
         try:
             reserve = torch.empty(int(opt_bytes), dtype=torch.uint8, device=device)  # DeepSpeed's, later
             batch = worst_batch(cfg, model, micro, p.worst_clip_seconds)
@@ -137,8 +138,8 @@ def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) ->
             ok = True
         except torch.OutOfMemoryError:
             ok, peak = False, 0
-        finally:
-            del reserve
+        finally:  # nothing of this try may stay on the device: not the batch, the grads or the reserve
+            reserve = batch = None
             model.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
         if ok:
@@ -158,9 +159,11 @@ def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) ->
         micro = int(t.item())
     torch.cuda.reset_peak_memory_stats(device)
     if micro != p.micro:
+        planned = step_bytes(cfg, shapes, micro, p.gradient_checkpointing, world=world, clip_seconds=p.worst_clip_seconds)
         p = BatchPick(micro, target // micro, p.gradient_checkpointing, p.device_gib, p.worst_clip_seconds,
-                      p.peak_bytes, reason=f"{p.reason}; halved to {micro} after running out of memory in the probe")
+                      planned, reason=f"{p.reason}; halved to {micro} after running out of memory in the probe")
         apply(cfg, p)
+    p.probe_peak_bytes = float(peak) if peak else None  # of this rank's last successful try
     log.warning("per_device_train_batch_size=auto: the worst case (%d clips of %.1f s) ran on %s, peak %.1f GiB "
                 "(plan %.1f GiB): %s", micro, p.worst_clip_seconds, device, peak / 2**30, p.peak_bytes / 2**30,
                 p.describe())

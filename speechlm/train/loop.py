@@ -81,10 +81,10 @@ class Trainer:
         engine_mod.default_launcher_env()
         self.check_config()
         ensure_shards(cfg)  # before any collective: building data must not time out NCCL (pitfall 7)
-        # per_device_train_batch_size=auto: by the plan, for this device and the longest clip in the shards
-        auto = autobatch.resolve(cfg, int(os.environ.get("WORLD_SIZE", "1")))
         self.rank, self.world, self.device = engine_mod.init_distributed()
         setup_logging(self.rank)
+        # per_device_train_batch_size=auto: by the plan, for this device and the longest clip in the shards
+        self.auto = autobatch.resolve(cfg, self.world)
         ds_cfg = engine_mod.build_ds_config(cfg, self.world)  # config mistakes surface before any loading
         from transformers import set_seed
 
@@ -93,8 +93,8 @@ class Trainer:
         from speechlm.model import build_model
 
         self.model = build_model(cfg)
-        if auto is not None:  # on CUDA: the worst case once, halving on OOM, before the engine exists
-            autobatch.probe(cfg, self.model, auto, self.device, self.world)
+        if self.auto is not None:  # on CUDA: the worst case once, halving on OOM, before the engine exists
+            self.auto = autobatch.probe(cfg, self.model, self.auto, self.device, self.world)
             ds_cfg = engine_mod.build_ds_config(cfg, self.world)
         self.train_loader, self.eval_loader = make_loaders(cfg, self.model, self.rank, self.world)
         ga = t.gradient_accumulation_steps
@@ -130,7 +130,8 @@ class Trainer:
         effective = t.per_device_train_batch_size * t.gradient_accumulation_steps * self.world
         self.metrics.line(f"run {self.run_dir}: world {self.world} x micro batch {t.per_device_train_batch_size} x "
                           f"accumulation {t.gradient_accumulation_steps} = effective batch {effective}; "
-                          f"{self.total_steps} steps ({self.steps_per_epoch}/epoch); ZeRO-{cfg.deepspeed.zero_stage}")
+                          f"{self.total_steps} steps ({self.steps_per_epoch}/epoch); ZeRO-{cfg.deepspeed.zero_stage}"
+                          + (f"; per_device_train_batch_size=auto: {self.auto.describe()}" if self.auto else ""))
         self.metrics.log(self.step, {"effective_batch_size": effective, "world_size": self.world,
                                      "total_steps": self.total_steps})
 
