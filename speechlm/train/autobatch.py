@@ -6,7 +6,8 @@
    GPU, or the memory to plan for on a CPU-only machine, where it is required).
 2. On CUDA, once the model is built and before the engine: one forward/backward of that worst-case
    batch, with DeepSpeed's optimizer states reserved; on OOM the micro batch halves (to a divisor
-   of clips per step) and the accumulation doubles. Ranks agree on the smallest.
+   of clips per step) and the accumulation doubles. Ranks agree on the smallest. (Not under ZeRO-3,
+   whose partitioned weights a probe before the engine cannot represent.)
 3. A resumed run keeps the micro batch, accumulation and checkpointing its checkpoint recorded: the
    data order depends on the micro batch, and a probe may land differently on another start.
 What was picked and why is logged, and the resolved numbers are what config.yaml and checkpoints record.
@@ -119,6 +120,10 @@ def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) ->
     from speechlm.plan import model_shapes, zero_memory
 
     if device.type != "cuda" or p.device_gib != p.device_gib:  # no CUDA, or values from a checkpoint
+        return p
+    if cfg.deepspeed.zero_stage == 3:  # the probe holds every weight; ZeRO-3 will hold 1/N of them
+        log.warning("per_device_train_batch_size=auto: no probe under ZeRO-3 (it would hold all the weights "
+                    "the engine partitions); the plan's pick stands: %s", p.describe())
         return p
     shapes = model_shapes(cfg)
     opt_bytes = zero_memory(shapes.frozen_params, shapes.trainable_params, stage=cfg.deepspeed.zero_stage,
