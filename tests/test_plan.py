@@ -160,7 +160,7 @@ ALL_TRAINED = ["model.use_lora=false", "training.freeze_audio_encoder=false", "t
                "training.freeze_text_embed_tokens=false"]
 
 
-@pytest.mark.parametrize("checkpointing", [False, True], ids=["", "checkpointing"])
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["no-checkpointing", "checkpointing"])
 @pytest.mark.parametrize("structure", [FROZEN_LORA, ALL_TRAINED], ids=["frozen+lora", "all-trained"])
 def test_tiny_plan_matches_measured_cpu_step(synthetic_shards, structure, checkpointing):
     from speechlm.model import build_model
