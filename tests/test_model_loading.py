@@ -85,6 +85,24 @@ def test_granite_ctc_checkpoint_loads_the_encoder_exactly(tmp_path, caplog):
     assert len(unused) == 1 and "ctc_head.* (2)" in unused[0]
 
 
+@pytest.mark.parametrize("top,text,stored_head", [(True, False, False), (False, True, True)])
+def test_disagreeing_tie_flags_follow_the_stored_tensors(tmp_path, top, text, stored_head):
+    """Text config and top level disagree: tie exactly when the checkpoint stores no output head."""
+    saved = _save_multimodal(tmp_path, "top")
+    if stored_head:  # an untied head, as a checkpoint that was saved untied has
+        sd = load_file(tmp_path / "model.safetensors")
+        sd["lm_head.weight"] = torch.randn_like(sd["model.language_model.embed_tokens.weight"])
+        save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["tie_word_embeddings"], cfg["text_config"]["tie_word_embeddings"] = top, text
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    dec = parts.load_decoder(str(tmp_path), torch.float32, "sdpa")
+    tied = dec.lm_head.weight.data_ptr() == dec.get_input_embeddings().weight.data_ptr()
+    assert tied is not stored_head
+    head = load_file(tmp_path / "model.safetensors").get("lm_head.weight", saved.lm_head.weight.detach())
+    torch.testing.assert_close(dec.lm_head.weight.detach(), head, rtol=0, atol=0)
+
+
 def _delete(path, key):
     sd = load_file(path / "model.safetensors")
     del sd[key]

@@ -61,24 +61,34 @@ def raw_config(path: str, trust_remote_code: bool = False) -> dict:
     return d
 
 
-def checkpoint_tie_flag(raw: dict, config) -> bool | None:
+def checkpoint_tie_flag(raw: dict, config, ckpt_keys: list[str] | None = None) -> bool | None:
     """`tie_word_embeddings` as the checkpoint sets it for `config`, which is either the checkpoint's
-    own config or its text decoder's: the text section's flag if it sets one, else the top level's.
-    None if the checkpoint never says, or `config` is another sub-config (e.g. an audio encoder's)."""
+    own config or its text decoder's: wherever the checkpoint sets the flag (text section or top
+    level). Where both set it and disagree, the checkpoint's tensors decide: tied if it stores no
+    separate output head. None if the checkpoint never says, or `config` is another sub-config
+    (e.g. an audio encoder's)."""
     key = "tie_word_embeddings"
     mtype = getattr(config, "model_type", None)
     if mtype == raw.get("model_type"):
         return bool(raw[key]) if key in raw else None
     sub = raw.get("text_config")
-    if isinstance(sub, dict) and sub.get("model_type", mtype) == mtype:
-        if key in sub:
-            return bool(sub[key])
-        return bool(raw[key]) if key in raw else None
-    return None
+    if not (isinstance(sub, dict) and sub.get("model_type", mtype) == mtype):
+        return None
+    flags = {bool(d[key]) for d in (sub, raw) if key in d}
+    if len(flags) == 1:
+        return flags.pop()
+    if not flags:
+        return None
+    if ckpt_keys is None:  # not safetensors: the text section, the more specific of the two
+        return bool(sub[key])
+    head = any(_norm(k).startswith("lm_head.") for k in ckpt_keys)
+    log.info("%s: the checkpoint's text config and top level disagree on tie_word_embeddings; it stores %s "
+             "output head, so tie_word_embeddings=%s", mtype, "an" if head else "no", not head)
+    return not head
 
 
-def follow_checkpoint_ties(config, raw: dict):
-    flag = checkpoint_tie_flag(raw, config)
+def follow_checkpoint_ties(config, raw: dict, ckpt_keys: list[str] | None = None):
+    flag = checkpoint_tie_flag(raw, config, ckpt_keys)
     if flag is not None and hasattr(config, "tie_word_embeddings") and config.tie_word_embeddings != flag:
         log.debug("%s: tie_word_embeddings=%s as the checkpoint sets it", config.model_type, flag)
         config.tie_word_embeddings = flag
@@ -188,7 +198,8 @@ def load_pretrained(cls, path: str, part: str, **kwargs):
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
         if part == "decoder" and hasattr(config, "get_text_config"):
             config = config.get_text_config(decoder=True)
-    config = follow_checkpoint_ties(config, raw)
+    keys = checkpoint_keys(path)
+    config = follow_checkpoint_ties(config, raw, keys)
     if _META.get():
         kwargs["device_map"] = "meta"
     try:
@@ -196,7 +207,6 @@ def load_pretrained(cls, path: str, part: str, **kwargs):
     except (OSError, ValueError) as e:
         raise ConfigError(f"{part} '{path}': can't load: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     check_loading_info(model, info, part, path)
-    keys = checkpoint_keys(path)
     if keys is not None:
         unused = unused_keys(model, keys)
         if unused and not _META.get():  # once: the real load, not the preflight
