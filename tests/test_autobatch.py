@@ -55,15 +55,19 @@ def test_nothing_fits_is_a_config_error():
         pick(cfg, model_shapes(cfg), 4, world=1, clip_seconds=19.0)
 
 
-def test_plan_auto_and_checkpointing():
+def test_plan_auto_and_checkpointing(monkeypatch):
     """make_plan as `python -m speechlm.plan --json` prints it (tests/test_plan.py runs the CLI itself)."""
     from speechlm.plan import make_plan
 
+    monkeypatch.setenv(autobatch.ENV, "141")  # the plan also shows the pick for a stated device
     off = make_plan(load(Config, None, None, ["training.per_device_train_batch_size=auto"]))
     on = make_plan(load(Config, None, None, ["training.gradient_checkpointing=true"]))
     assert off["config"]["per_device_train_batch_size"] == "auto" and off["config"]["memory_at_batch"] == 256
     assert on["memory_bytes"]["activations"] < off["memory_bytes"]["activations"] / 4
     assert all(f["per_device_train_batch_size"] * f["gradient_accumulation_steps"] == 256 for f in off["gpus"])
+    h200 = next(f for f in off["gpus"] if f["memory_gib"] == 141)
+    assert (off["auto"]["per_device_train_batch_size"], off["auto"]["gradient_accumulation_steps"]) == \
+        (h200["per_device_train_batch_size"], h200["gradient_accumulation_steps"])
 
 
 def test_cpu_without_a_stated_memory_is_refused(monkeypatch):

@@ -29,6 +29,10 @@ Memory model, per device (N = world size, T = trainable params, F = frozen param
 The worst micro-batch is the longest clip (the 19 s cap, or the manifest's longest) times the
 per-device batch: length bucketing puts long clips together, so that batch does happen.
 
+With `training.per_device_train_batch_size=auto` (production) the memory is shown for all of a
+step's clips in one micro batch, and the GPU list shows what auto picks on each card
+(speechlm.plan.auto); with SPEECHLM_DEVICE_MEMORY_GIB set, also the pick for that much memory.
+
 Calibration: the constants were fitted once by counting the bytes autograd saves (saved-tensor
 hooks, parameters excluded) in one forward of small Qwen3 / Qwen3.5 decoders with LoRA all-linear
 (hidden 64-256, head_dim 16-128, 64-512 tokens: exactly linear in tokens, no constant term).
@@ -282,7 +286,18 @@ def make_plan(cfg: Config, world: int = 1) -> dict:
             fits.append({"gpu": gpu.name, "runpod_id": gpu.runpod_id, "memory_gib": gpu.memory_gib,
                          "per_device_train_batch_size": fb[0], "gradient_accumulation_steps": fb[1],
                          "as_configured": mem["total"] <= gpu.memory_gib * GIB * USABLE_FRACTION})
+    stated = os.environ.get("SPEECHLM_DEVICE_MEMORY_GIB")  # what the trainer's auto would plan for
+    device_pick = None
+    if auto and stated:
+        from speechlm.plan.auto import pick
+        from speechlm.train.autobatch import device_memory_gib
+
+        p = pick(cfg, shapes, device_memory_gib()[0], world=world, clip_seconds=clip)
+        device_pick = {"device_memory_gib": p.device_gib, "per_device_train_batch_size": p.micro,
+                       "gradient_accumulation_steps": p.accumulation,
+                       "gradient_checkpointing": p.gradient_checkpointing, "why": p.reason}
     return {
+        "auto": device_pick,
         "config": {"audio_model_id": cfg.model.audio_model_id, "text_model_id": cfg.model.text_model_id,
                    "zero_stage": cfg.deepspeed.zero_stage, "offload": cfg.deepspeed.offload, "world_size": world,
                    "per_device_train_batch_size": t.per_device_train_batch_size, "memory_at_batch": micro,
@@ -324,6 +339,11 @@ def report(plan: dict) -> str:
                      f"{'  (as configured)' if f['as_configured'] and not auto else ''}")
     if not plan["gpus"]:
         lines.append("  none: lower the batch, raise the ZeRO stage or use deepspeed.offload=true")
+    if plan.get("auto"):
+        a = plan["auto"]
+        lines += ["", f"auto for SPEECHLM_DEVICE_MEMORY_GIB={a['device_memory_gib']:g}: per_device_train_batch_size="
+                  f"{a['per_device_train_batch_size']} gradient_accumulation_steps={a['gradient_accumulation_steps']}"
+                  f" gradient_checkpointing={str(a['gradient_checkpointing']).lower()} ({a['why']})"]
     return "\n".join(lines)
 
 
