@@ -95,17 +95,32 @@ def follow_checkpoint_ties(config, raw: dict, ckpt_keys: list[str] | None = None
     return config
 
 
-def _tie_targets(model) -> set[str]:
-    """Keys the model fills by tying (they need not be in the checkpoint) when its config ties."""
-    out: set[str] = set()
+def _tie_targets(model) -> dict[str, str | None]:
+    """Keys the model fills by tying (they need not be in the checkpoint) when its config ties,
+    each with the key it is tied to (None where transformers lists only the target)."""
+    out: dict[str, str | None] = {}
     for name, mod in model.named_modules():
         keys = getattr(mod, "_tied_weights_keys", None)
         cfg = getattr(mod, "config", None)
         if not keys or cfg is None or not getattr(cfg, "tie_word_embeddings", False):
             continue
-        targets = keys.keys() if isinstance(keys, dict) else keys
-        out.update(f"{name}.{k}" if name else k for k in targets)
+        pairs = keys.items() if isinstance(keys, dict) else ((k, None) for k in keys)
+        for target, source in pairs:
+            out[f"{name}.{target}" if name else target] = (f"{name}.{source}" if name else source) if source else None
     return out
+
+
+def _untied(model, ties: dict[str, str | None], keys) -> list[str]:
+    """Of the tie targets in `keys`, those that do not share storage with their source after loading."""
+    if any(p.is_meta for p in model.parameters()):
+        return []
+    params = dict(model.named_parameters(remove_duplicate=False))
+    bad = []
+    for k in keys:
+        src = ties.get(k)
+        if src and k in params and src in params and params[k].data_ptr() != params[src].data_ptr():
+            bad.append(k)
+    return bad
 
 
 # --------------------------------------------------------------------------- checkpoint keys
@@ -170,7 +185,9 @@ def _first(keys) -> str:
 
 def check_loading_info(model, info: dict, part: str, path: str) -> None:
     """Raise if any weight of `model` did not come from the checkpoint (ties the config asks for aside)."""
-    missing = set(info.get("missing_keys") or ()) - _tie_targets(model)
+    ties = _tie_targets(model)
+    reported = set(info.get("missing_keys") or ())
+    missing = (reported - set(ties)) | set(_untied(model, ties, reported & set(ties)))
     if missing:
         raise ConfigError(
             f"{part} '{path}': {len(missing)} weight(s) missing from the checkpoint would be randomly "
