@@ -68,6 +68,12 @@ for bad, must in [
 ]:
     case(TRAIN, ["--config", "tiny", *bad], must)
 
+# ---- per_device_train_batch_size=auto without a device to size for (no CUDA here), or with a fixed accumulation
+if not torch.cuda.is_available():
+    case(TRAIN, ["--config", "tiny", "training.per_device_train_batch_size=auto"], "SPEECHLM_DEVICE_MEMORY_GIB")
+case(TRAIN, ["--config", "tiny", "training.per_device_train_batch_size=auto", "training.gradient_accumulation_steps=2"],
+     "gradient_accumulation_steps")
+
 # ---- data that is not there
 case(TRAIN, ["--config", "tiny", "data.recipe=null", "data.train=[{path: /nonexistent/shards}]"], "/nonexistent/shards")
 case(TRAIN, ["--config", "tiny", "data.recipe=null", "data.eval=[{path: /nonexistent/eval}]"], "/nonexistent/eval")
@@ -191,6 +197,7 @@ def test_at_least_fifty_mistakes():
 def test_mistake_is_one_clear_line(cli, argv, must, places, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO_ROOT)  # recipes name shards/... relative to the checkout
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("SPEECHLM_DEVICE_MEMORY_GIB", raising=False)
     argv = _fill(argv, places)
     if cli == TRAIN:
         argv = argv + [f"training.output_dir={tmp_path}"]

@@ -9,6 +9,8 @@ import os
 import resource
 import signal
 import socket
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -21,7 +23,8 @@ from speechlm.train import optim
 
 
 def cfg_with(*overrides):
-    return config_mod.load(Config, "production", None, list(overrides))
+    # a fixed micro batch unless a test says otherwise (production's "auto" needs a device to resolve)
+    return config_mod.load(Config, "production", None, ["training.per_device_train_batch_size=8", *overrides])
 
 
 # --------------------------------------------------------------------------- launcher env
@@ -230,6 +233,22 @@ def test_checkpoint_save_load_prune(dist_world, tmp_path):
     assert state["step"] == 3 and mine["reader"] == {"step_in_epoch": 3}
     for n, p in model.named_parameters():
         assert torch.equal(p, saved[3][n]), n
+
+
+def test_deepspeeds_zero_to_fp32_runs_as_documented(dist_world, tmp_path):
+    """`python zero_to_fp32.py . OUT` in the ds/ folder, as DeepSpeed documents it, recovers the weights."""
+    engine, model = make_engine()
+    train_steps(engine, 1)
+    path = ckpt_mod.CheckpointManager(tmp_path).save(1, engine, model, {"epoch": 0}, {"rng": {}})
+    ds = path / "ds"
+    assert (ds / "latest").read_text() == ckpt_mod.DS_TAG and (ds / "zero_to_fp32.py").is_file()
+    r = subprocess.run([sys.executable, "zero_to_fp32.py", ".", str(tmp_path / "fp32")], cwd=ds,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = torch.load(tmp_path / "fp32" / "pytorch_model.bin", weights_only=True)  # its default format
+    for n, p in model.named_parameters():
+        if p.requires_grad:
+            torch.testing.assert_close(out[n], p.detach().float(), rtol=0, atol=0)
 
 
 def test_failed_save_keeps_the_previous_checkpoint(dist_world, tmp_path, caplog):

@@ -83,7 +83,10 @@ class TrainingConfig:
     warmup_steps: int = 1000
     lr_scheduler_type: Literal["cosine", "linear", "constant"] = "cosine"
     max_grad_norm: float = 1.0
-    per_device_train_batch_size: int = 256
+    # "auto": micro batch x accumulation picked for the device so that each optimizer step sees
+    # clips_per_step_per_device clips (speechlm.train.autobatch); a number: exactly that micro batch
+    per_device_train_batch_size: int | Literal["auto"] = 256
+    clips_per_step_per_device: int = 256
     per_device_eval_batch_size: int = 128
     gradient_accumulation_steps: int = 1
     num_train_epochs: float = 2
@@ -136,7 +139,15 @@ class Config:
                     "data.io_timeout_s": d.io_timeout_s, "data.cache_max_gb": d.cache_max_gb}
         if m.use_lora if t.use_lora is None else t.use_lora:
             positive["model.lora_rank"] = m.lora_rank
-        if d.batching == "clips":
+        if t.per_device_train_batch_size == "auto":
+            if d.batching != "clips":
+                raise ConfigError("training.per_device_train_batch_size=auto: needs data.batching=clips "
+                                  "(with batching=seconds, data.batch_seconds sets the micro batch)")
+            if t.gradient_accumulation_steps != 1:
+                raise ConfigError("training.gradient_accumulation_steps: chosen by per_device_train_batch_size=auto "
+                                  f"(got {t.gradient_accumulation_steps}); leave it at 1, or give a number batch size")
+            positive["training.clips_per_step_per_device"] = t.clips_per_step_per_device
+        elif d.batching == "clips":
             positive["training.per_device_train_batch_size"] = t.per_device_train_batch_size
         else:
             positive["data.batch_seconds"] = d.batch_seconds

@@ -6,9 +6,8 @@ import logging
 import numpy as np
 import torch
 
-from speechlm import text
 from speechlm.config import Config, ConfigError, ModelConfig, TrainingConfig
-from speechlm.model import encoders, parts
+from speechlm.model import encoders, loading, parts
 from speechlm.model.projector import Projector
 from speechlm.model.speechlm import SpeechLM
 
@@ -95,7 +94,8 @@ def build_model(cfg: Config, calibration_waves: list[np.ndarray] | None = None) 
     log.info("audio encoder family: %s", family.name)
     encoder = family.load(mcfg.audio_model_id, dtype, mcfg.trust_remote_code)
     decoder = parts.load_decoder(mcfg.text_model_id, dtype, attn, mcfg.trust_remote_code)
-    tokenizer = text.load_tokenizer(parts.tiny.resolve(mcfg.text_model_id), mcfg.audio_token, mcfg.trust_remote_code)
+    tokenizer = loading.load_tokenizer(parts.tiny.resolve(mcfg.text_model_id), mcfg.audio_token, mcfg.trust_remote_code)
+    loading.check_tokenizer(tokenizer, decoder, mcfg.text_model_id, mcfg.audio_token)
     model = assemble(cfg, encoder, decoder, tokenizer, trainable, family)
     if mcfg.calibrate_projector:
         calibrate(model, calibration_waves)

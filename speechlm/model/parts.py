@@ -13,6 +13,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from speechlm import tiny
 from speechlm.config import ConfigError
+from speechlm.model.loading import load_pretrained
 
 log = logging.getLogger(__name__)
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -59,8 +60,8 @@ def load_encoder(model_id: str, dtype: torch.dtype, trust_remote_code: bool = Fa
 
 def load_decoder(model_id: str, dtype: torch.dtype, attn: str, trust_remote_code: bool = False):
     path = tiny.resolve(model_id)
-    return AutoModelForCausalLM.from_pretrained(
-        path, dtype=dtype, attn_implementation=attn, trust_remote_code=trust_remote_code
+    return load_pretrained(
+        AutoModelForCausalLM, path, "decoder", dtype=dtype, attn_implementation=attn, trust_remote_code=trust_remote_code
     )
 
 

@@ -18,19 +18,28 @@ Memory model, per device (N = world size, T = trainable params, F = frozen param
                   -- backward keeps about two copies of each projection's output (attention and
                   MLP inputs, gate/up products, norms) -- plus, for Qwen3.5's linear-attention
                   layers run by transformers' torch kernels, value_heads * (22 * head_dim + 100).
-                  The frozen encoder runs without grad: only its transient peak counts (max).
+                  The frozen encoder runs without grad: only its transient peak counts (max); a
+                  trained encoder's layers count at the frame rate they run at (after subsampling).
+                  With training.gradient_checkpointing the decoder layers keep only their input
+                  (hidden per token per layer) and the backward recomputes one layer at a time: the
+                  largest layer's term once, instead of the sum over layers.
   logits          label tokens * vocab * LOGIT_BYTES (logits in the compute dtype, their fp32
                   upcast for the loss and its fp32 gradient), the model computes them only there.
   GPU runtime     CUDA context + allocator slack: CUDA_OVERHEAD_GIB + FRAGMENTATION of the rest.
 The worst micro-batch is the longest clip (the 19 s cap, or the manifest's longest) times the
 per-device batch: length bucketing puts long clips together, so that batch does happen.
 
+With `training.per_device_train_batch_size=auto` (production) the memory is shown for all of a
+step's clips in one micro batch, and the GPU list shows what auto picks on each card
+(speechlm.plan.auto); with SPEECHLM_DEVICE_MEMORY_GIB set, also the pick for that much memory.
+
 Calibration: the constants were fitted once by counting the bytes autograd saves (saved-tensor
 hooks, parameters excluded) in one forward of small Qwen3 / Qwen3.5 decoders with LoRA all-linear
 (hidden 64-256, head_dim 16-128, 64-512 tokens: exactly linear in tokens, no constant term).
 With flash-linear-attention installed the linear-attention term shrinks (not measurable here).
-tests/test_plan.py checks the tiny twin's saved activations and its whole-step peak (measured on
-CPU with the torch profiler) against this plan, each within 20%.
+tests/test_plan.py checks the tiny twin's saved activations, its forward+backward peak and its
+whole-step peak (measured on CPU with the torch profiler) against this plan, each within 20%,
+with and without gradient checkpointing.
 """
 from __future__ import annotations
 
@@ -133,7 +142,10 @@ def batch_memory(cfg: Config, shapes: Shapes, *, world: int, batch: int, seq_len
     mem = zero_memory(shapes.frozen_params, shapes.trainable_params, stage=cfg.deepspeed.zero_stage, world=world,
                       model_bytes=2 if (t.bf16 and cfg.model.model_dtype != "float32") else 4,
                       compute_bytes=compute, offload=cfg.deepspeed.offload)
-    decoder = (tokens * shapes.act_elems_per_token + chunked * shapes.act_chunked_elems_per_token) * compute
+    if t.gradient_checkpointing:
+        decoder = (tokens * shapes.ckpt_act_elems_per_token + chunked * shapes.ckpt_act_chunked_elems_per_token) * compute
+    else:
+        decoder = (tokens * shapes.act_elems_per_token + chunked * shapes.act_chunked_elems_per_token) * compute
     encoder = audio_seconds * shapes.enc_frames_per_second * shapes.enc_act_elems_per_frame * compute
     # a frozen encoder's transient is gone before the decoder's activations pile up; a trained
     # encoder's saved activations stay until the backward reaches them
@@ -277,25 +289,60 @@ def disk(cfg: Config, shapes: Shapes, data: dict) -> dict:
 # --------------------------------------------------------------------------- plan + report
 
 
+def _auto_fits(cfg: Config, shapes: Shapes, world: int, clip: float) -> list[dict]:
+    """What per_device_train_batch_size=auto picks on each catalog GPU."""
+    from speechlm.plan.auto import pick
+
+    fits = []
+    for gpu in CATALOG:
+        try:
+            p = pick(cfg, shapes, gpu.memory_gib, world=world, clip_seconds=clip)
+        except ConfigError:
+            continue
+        fits.append({"gpu": gpu.name, "runpod_id": gpu.runpod_id, "memory_gib": gpu.memory_gib,
+                     "per_device_train_batch_size": p.micro, "gradient_accumulation_steps": p.accumulation,
+                     "gradient_checkpointing": p.gradient_checkpointing, "as_configured": p.accumulation == 1})
+    return fits
+
+
 def make_plan(cfg: Config, world: int = 1) -> dict:
+    from speechlm.plan.auto import target_clips
+
     shapes = model_shapes(cfg)
     data = data_facts(cfg)
     clip = data["max_clip_seconds"] or MAX_CLIP_SECONDS
     t = cfg.training
-    mem = step_memory(cfg, shapes, batch=t.per_device_train_batch_size, world=world, clip_seconds=clip)
+    auto = t.per_device_train_batch_size == "auto"
+    # with auto, memory is shown for all of a step's clips in one micro batch (no accumulation)
+    micro = target_clips(cfg) if auto else t.per_device_train_batch_size
+    mem = step_memory(cfg, shapes, batch=micro, world=world, clip_seconds=clip)
     fits = []
-    for gpu in CATALOG:
+    if auto:
+        fits = _auto_fits(cfg, shapes, world, clip)
+    for gpu in CATALOG if not auto else ():
         fb = fit_batch(cfg, shapes, gpu, world=world, clip_seconds=clip)
         if fb:
             fits.append({"gpu": gpu.name, "runpod_id": gpu.runpod_id, "memory_gib": gpu.memory_gib,
                          "per_device_train_batch_size": fb[0], "gradient_accumulation_steps": fb[1],
                          "as_configured": mem["total"] <= gpu.memory_gib * GIB * USABLE_FRACTION})
+    stated = os.environ.get("SPEECHLM_DEVICE_MEMORY_GIB")  # what the trainer's auto would plan for
+    device_pick = None
+    if auto and stated:
+        from speechlm.plan.auto import pick
+        from speechlm.train.autobatch import device_memory_gib
+
+        p = pick(cfg, shapes, device_memory_gib()[0], world=world, clip_seconds=clip)
+        device_pick = {"device_memory_gib": p.device_gib, "per_device_train_batch_size": p.micro,
+                       "gradient_accumulation_steps": p.accumulation,
+                       "gradient_checkpointing": p.gradient_checkpointing, "why": p.reason}
     return {
+        "auto": device_pick,
         "config": {"audio_model_id": cfg.model.audio_model_id, "text_model_id": cfg.model.text_model_id,
                    "zero_stage": cfg.deepspeed.zero_stage, "offload": cfg.deepspeed.offload, "world_size": world,
-                   "per_device_train_batch_size": t.per_device_train_batch_size,
-                   "gradient_accumulation_steps": t.gradient_accumulation_steps,
-                   "effective_batch": t.per_device_train_batch_size * t.gradient_accumulation_steps * world,
+                   "per_device_train_batch_size": t.per_device_train_batch_size, "memory_at_batch": micro,
+                   "gradient_accumulation_steps": "auto" if auto else t.gradient_accumulation_steps,
+                   "gradient_checkpointing": t.gradient_checkpointing,
+                   "effective_batch": target_clips(cfg) * world,
                    "worst_clip_seconds": clip},
         "params": {k: v for k, v in asdict(shapes).items() if k.endswith("_params")},
         "sources": shapes.sources,
@@ -316,28 +363,38 @@ def report(plan: dict) -> str:
              f"{' + offload' if c['offload'] else ''}, world size {c['world_size']})",
              f"models from: {', '.join(f'{k} {v}' for k, v in plan['sources'].items())}", "", "parameters:"]
     lines += [f"  {k[:-7]:<12}{v:>15,}" for k, v in p.items()]
-    lines += ["", f"GPU memory per device at batch {c['per_device_train_batch_size']} of {c['worst_clip_seconds']:.1f} s clips "
+    lines += ["", f"GPU memory per device at batch {c['memory_at_batch']} of {c['worst_clip_seconds']:.1f} s clips "
               f"({m['tokens_per_device_batch']} tokens):"]
     lines += [f"  {k:<18}{_g(v)}" for k, v in m.items() if k != "tokens_per_device_batch"]
     lines += ["", "disk:"] + [f"  {k:<18}{_g(v)}" for k, v in d.items()]
     if plan["data_unknown"]:
         lines.append(f"  (shards not built and their sources' size unknown offline, not counted: {', '.join(plan['data_unknown'])})")
-    lines += ["", f"GPUs that fit (effective batch {c['effective_batch']} kept):"]
+    auto = c["per_device_train_batch_size"] == "auto"
+    lines += ["", f"GPUs that fit (effective batch {c['effective_batch']} kept{'; what per_device_train_batch_size=auto picks' if auto else ''}):"]
     for f in plan["gpus"]:
+        ckpt = "  gradient_checkpointing=true" if f.get("gradient_checkpointing") and not c["gradient_checkpointing"] else ""
         lines.append(f"  {f['gpu']:<20} runpod '{f['runpod_id']}': per_device_train_batch_size={f['per_device_train_batch_size']}"
-                     f" gradient_accumulation_steps={f['gradient_accumulation_steps']}{'  (as configured)' if f['as_configured'] else ''}")
+                     f" gradient_accumulation_steps={f['gradient_accumulation_steps']}{ckpt}"
+                     f"{'  (as configured)' if f['as_configured'] and not auto else ''}")
     if not plan["gpus"]:
         lines.append("  none: lower the batch, raise the ZeRO stage or use deepspeed.offload=true")
+    if plan.get("auto"):
+        a = plan["auto"]
+        lines += ["", f"auto for SPEECHLM_DEVICE_MEMORY_GIB={a['device_memory_gib']:g}: per_device_train_batch_size="
+                  f"{a['per_device_train_batch_size']} gradient_accumulation_steps={a['gradient_accumulation_steps']}"
+                  f" gradient_checkpointing={str(a['gradient_checkpointing']).lower()} ({a['why']})"]
     return "\n".join(lines)
 
 
 def recommend(plan: dict) -> dict | None:
-    """The smallest catalog GPU that fits as configured, else the one needing the least accumulation."""
+    """The smallest catalog GPU that fits as configured, else the one needing the least accumulation
+    (with auto: among those that need no gradient checkpointing the recipe didn't ask for, if any)."""
     fits = plan["gpus"]
     exact = [f for f in fits if f["as_configured"]]
     if exact:
         return min(exact, key=lambda f: f["memory_gib"])
-    return min(fits, key=lambda f: (f["gradient_accumulation_steps"], f["memory_gib"])) if fits else None
+    return min(fits, key=lambda f: (f.get("gradient_checkpointing", False), f["gradient_accumulation_steps"],
+                                    f["memory_gib"])) if fits else None
 
 
 def build_parser(prog: str = "python -m speechlm.plan") -> argparse.ArgumentParser:

@@ -145,6 +145,10 @@ class Shapes:
     vocab_size: int
     act_elems_per_token: float  # saved elements per token, all decoder layers (module docstring)
     act_chunked_elems_per_token: float  # the linear-attention part, per position padded to a chunk
+    # the same two with gradient checkpointing on the decoder layers: each layer keeps only its input
+    # (hidden per token) and the backward recomputes one layer at a time (the largest one's worth)
+    ckpt_act_elems_per_token: float
+    ckpt_act_chunked_elems_per_token: float
     enc_act_elems_per_frame: float
     encoder_trained: bool
     enc_frames_per_second: float
@@ -184,21 +188,31 @@ def model_shapes(cfg: Config) -> Shapes:
     # per decoder layer: the residual stream + every Linear's output (+ the LoRA bottleneck)
     layers = dec.model.layers
     act, act_chunked, n_lora = 0.0, 0.0, 0
+    largest, largest_chunked = 0.0, 0.0
     for layer in layers:
         lins = _linear_layers(layer)
         wrapped = lins if use_lora and _lora_targets_all(m.lora_target_modules) else [
             (n, l) for n, l in lins if use_lora and n.split(".")[-1] in (m.lora_target_modules or [])
         ]
         n_lora += sum(m.lora_rank * (l.in_features + l.out_features) for _, l in wrapped)
-        act += ACT_FACTOR * (h + sum(l.out_features for _, l in lins) + m.lora_rank * len(wrapped))
+        one = ACT_FACTOR * (h + sum(l.out_features for _, l in lins) + m.lora_rank * len(wrapped))
+        act += one
+        largest = max(largest, one)
         if hasattr(layer, "linear_attn"):
-            act_chunked += tcfg.linear_num_value_heads * (LINEAR_ATTN_PER_DIM * tcfg.linear_value_head_dim + LINEAR_ATTN_PER_HEAD)
+            one = tcfg.linear_num_value_heads * (LINEAR_ATTN_PER_DIM * tcfg.linear_value_head_dim + LINEAR_ATTN_PER_HEAD)
+            act_chunked += one
+            largest_chunked = max(largest_chunked, one)
     enc_ffn = getattr(family.config, "intermediate_size", None) or getattr(family.config, "encoder_ffn_dim", 4 * enc_h)
     train = cfg.training
     if train.freeze_audio_encoder:  # run under no_grad: one layer's transient (qkv, attention, FFN)
         enc_act = 4 * enc_h + 2 * enc_ffn
-    else:  # trained: every layer's saved activations, as for the decoder
-        enc_act = ACT_FACTOR * sum(enc_h + sum(l.out_features for _, l in _linear_layers(layer)) for layer in enc.layers)
+    else:  # trained: every layer's saved activations, as for the decoder, at the frame rate the layer
+        # runs at (Granite Speech 5 halves time in its subsampling blocks: the later layers see 1/4)
+        sub = set(getattr(family.config, "subsample_layers", None) or ())
+        enc_act, rate = 0.0, 1.0
+        for i, layer in enumerate(enc.layers):
+            enc_act += rate * ACT_FACTOR * (enc_h + sum(l.out_features for _, l in _linear_layers(layer)))
+            rate *= 0.5 if i in sub else 1.0
     n_lora = n_lora if use_lora else 0
     trainable = (0 if train.freeze_projector else n_proj) + n_lora
     trainable += 0 if train.freeze_audio_encoder else n_enc
@@ -214,7 +228,10 @@ def model_shapes(cfg: Config) -> Shapes:
     return Shapes(
         encoder_params=n_enc, decoder_params=n_dec, projector_params=n_proj, lora_params=n_lora,
         trainable_params=trainable, frozen_params=frozen, decoder_hidden=h, vocab_size=tcfg.vocab_size,
-        act_elems_per_token=act, act_chunked_elems_per_token=act_chunked, enc_act_elems_per_frame=enc_act, encoder_trained=not train.freeze_audio_encoder, enc_frames_per_second=family.frames_per_second, download_bytes=dl, sources=sources,
+        act_elems_per_token=act, act_chunked_elems_per_token=act_chunked,
+        ckpt_act_elems_per_token=len(layers) * h + largest, ckpt_act_chunked_elems_per_token=largest_chunked,
+        enc_act_elems_per_frame=enc_act, encoder_trained=not train.freeze_audio_encoder,
+        enc_frames_per_second=family.frames_per_second, download_bytes=dl, sources=sources,
     )
 
 

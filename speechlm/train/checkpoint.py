@@ -134,6 +134,11 @@ def _save_deepspeed(engine, path: Path, step: int) -> None:
         del engine._copy_recovery_script  # the class's method again
     if guard.error is not None:
         raise guard.error
+    # DeepSpeed's own tools (the zero_to_fp32.py it copies here: `python zero_to_fp32.py . OUT`)
+    # find the tag through a `latest` file. DeepSpeed's save_latest writes it outside the write
+    # guard, so it is written here, where an OSError is this rank's failed save like any other.
+    if _world()[0] == 0:
+        atomic_write_text(path / "latest", DS_TAG)
 
 
 # --------------------------------------------------------------------------- manager

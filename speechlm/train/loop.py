@@ -6,6 +6,7 @@ Exit status: 0 done; 2 config error; 3 stopped after `max_nonfinite_in_a_row` no
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import math
@@ -20,6 +21,7 @@ import torch.distributed as dist
 
 from speechlm import config as config_mod
 from speechlm.config import Config, ConfigError
+from speechlm.train import autobatch
 from speechlm.train import checkpoint as ckpt_mod
 from speechlm.train import engine as engine_mod
 from speechlm.train import optim
@@ -85,6 +87,8 @@ class Trainer:
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
         self.cfg = cfg = engine_mod.resolve_precision(cfg, engine_mod.bf16_supported(self.device), name)
         self.t = t = cfg.training
+        # per_device_train_batch_size=auto: by the plan, for this device and the longest clip in the shards
+        self.auto = autobatch.resolve(cfg, self.world)
         ds_cfg = engine_mod.build_ds_config(cfg, self.world)  # config mistakes surface before any loading
         from transformers import set_seed
 
@@ -93,6 +97,9 @@ class Trainer:
         from speechlm.model import build_model
 
         self.model = build_model(cfg)
+        if self.auto is not None:  # on CUDA: the worst case once, halving on OOM, before the engine exists
+            self.auto = autobatch.probe(cfg, self.model, self.auto, self.device, self.world)
+            ds_cfg = engine_mod.build_ds_config(cfg, self.world)
         self.train_loader, self.eval_loader = make_loaders(cfg, self.model, self.rank, self.world)
         ga = t.gradient_accumulation_steps
         self.steps_per_epoch = self.train_loader.steps_per_epoch // ga
@@ -127,7 +134,8 @@ class Trainer:
         effective = t.per_device_train_batch_size * t.gradient_accumulation_steps * self.world
         self.metrics.line(f"run {self.run_dir}: world {self.world} x micro batch {t.per_device_train_batch_size} x "
                           f"accumulation {t.gradient_accumulation_steps} = effective batch {effective}; "
-                          f"{self.total_steps} steps ({self.steps_per_epoch}/epoch); ZeRO-{cfg.deepspeed.zero_stage}")
+                          f"{self.total_steps} steps ({self.steps_per_epoch}/epoch); ZeRO-{cfg.deepspeed.zero_stage}"
+                          + (f"; per_device_train_batch_size=auto: {self.auto.describe()}" if self.auto else ""))
         self.metrics.log(self.step, {"effective_batch_size": effective, "world_size": self.world,
                                      "total_steps": self.total_steps})
 
@@ -138,12 +146,23 @@ class Trainer:
 
         if not self.cfg.data.train:
             raise ConfigError("data.train: no shard sets given")
-        engine_mod.build_ds_config(self.cfg, int(os.environ.get("WORLD_SIZE", "1")))
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if self.t.per_device_train_batch_size == "auto":
+            autobatch.device_memory_gib()  # the memory to plan for must be known
+            provisional = copy.deepcopy(self.cfg)  # the ds JSON checked with a batch auto could pick
+            provisional.training.per_device_train_batch_size = 1
+            provisional.training.gradient_accumulation_steps = self.t.clips_per_step_per_device
+            engine_mod.build_ds_config(provisional, world)
+        else:
+            engine_mod.build_ds_config(self.cfg, world)
         trainable_parts(self.cfg.model, self.t)
         if self.t.resume_from_checkpoint not in (None, "auto"):  # an explicit path must hold a checkpoint
             ckpt_mod.CheckpointManager(".").resolve(self.t.resume_from_checkpoint)
         if self.t.push_to_hub and not self.t.hub_model_id:
             raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
+        from speechlm.model.loading import preflight
+
+        preflight(self.cfg.model)  # every pretrained weight accounted for, on the meta device
 
     def _run_dir(self) -> Path:
         name = self.t.run_name

@@ -14,12 +14,13 @@ from speechlm import tiny
 from speechlm.config import ConfigError
 from speechlm.features import FeatureExtractor
 from speechlm.model.encoders import EncoderFamily
+from speechlm.model.loading import load_pretrained
 
 
 def load_granite_encoder(path: str, config: GraniteSpeech5EncoderConfig, dtype: torch.dtype) -> GraniteSpeech5Encoder:
     """The one place Granite weights are read: the hub checkpoints are GraniteSpeech5ForCTC, and the
     bare encoder loads from them (prefix "encoder.")."""
-    return GraniteSpeech5Encoder.from_pretrained(path, config=config, dtype=dtype, attn_implementation="sdpa")
+    return load_pretrained(GraniteSpeech5Encoder, path, "encoder", config=config, dtype=dtype, attn_implementation="sdpa")
 
 
 class GraniteSpeech5Family(EncoderFamily):

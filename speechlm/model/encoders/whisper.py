@@ -29,6 +29,7 @@ from transformers.models.whisper.modeling_whisper import WhisperEncoder
 from speechlm import tiny
 from speechlm.config import ConfigError
 from speechlm.model.encoders import EncoderFamily
+from speechlm.model.loading import load_pretrained
 
 log = logging.getLogger(__name__)
 SAMPLE_RATE = 16000
@@ -197,8 +198,8 @@ def load_whisper_encoder(path: str, config: WhisperConfig, dtype: torch.dtype) -
     if path not in _LOGGED_DECODER_SKIP:
         _LOGGED_DECODER_SKIP.add(path)
         log.info("%s: loading only the Whisper encoder; the checkpoint's decoder weights are ignored on purpose", path)
-    return VarLenWhisperEncoder.from_pretrained(
-        path, config=config, dtype=dtype, attn_implementation="sdpa",
+    return load_pretrained(
+        VarLenWhisperEncoder, path, "encoder", config=config, dtype=dtype, attn_implementation="sdpa",
         key_mapping={r"^model\.encoder\.": "", r"^encoder\.": ""},
     )
 

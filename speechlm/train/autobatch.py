@@ -1,0 +1,175 @@
+"""`training.per_device_train_batch_size: auto` in the trainer: resolve it for the device the run is on.
+
+1. The plan (`speechlm.plan.auto.pick`): device memory, ZeRO stage, the longest clip in the built
+   shards' manifests (length bucketing puts the longest clips in one batch, so that batch happens).
+   Device memory: the CUDA device's total, or `SPEECHLM_DEVICE_MEMORY_GIB` when set (a share of a
+   GPU, or the memory to plan for on a CPU-only machine, where it is required).
+2. On CUDA, once the model is built and before the engine: one forward/backward of that worst-case
+   batch, with DeepSpeed's optimizer states reserved; on OOM the micro batch halves (to a divisor
+   of clips per step) and the accumulation doubles. Ranks agree on the smallest. (Not under ZeRO-3,
+   whose partitioned weights a probe before the engine cannot represent.)
+3. A resumed run keeps the micro batch, accumulation and checkpointing its checkpoint recorded: the
+   data order depends on the micro batch, and a probe may land differently on another start.
+What was picked and why is logged, and the resolved numbers are what config.yaml and checkpoints record.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from speechlm.config import Config, ConfigError
+from speechlm.plan.auto import BatchPick, divisors_down, pick, step_bytes, target_clips
+
+log = logging.getLogger("speechlm.train")
+
+ENV = "SPEECHLM_DEVICE_MEMORY_GIB"
+WORDS = "the quick brown fox jumps over the lazy dog".split()
+
+
+def device_memory_gib() -> tuple[float, str]:
+    """(GiB to plan for, where that number came from)."""
+    stated = os.environ.get(ENV)
+    if stated:
+        try:
+            gib = float(stated)
+        except ValueError:
+            gib = 0.0
+        if not gib > 0:
+            raise ConfigError(f"{ENV}: expected the device memory in GiB (a number > 0), got {stated!r}")
+        return gib, f"{ENV}={stated}"
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", "0")))
+        return props.total_memory / 2**30, props.name
+    raise ConfigError(f"training.per_device_train_batch_size=auto: no CUDA device to size the batch for; "
+                      f"state the memory to plan for ({ENV}=GiB) or give a number")
+
+
+def _recorded(cfg: Config) -> dict | None:
+    """The resolved training values of the checkpoint this run resumes from, if any."""
+    from speechlm.train.checkpoint import CheckpointManager
+
+    t = cfg.training
+    if not t.resume_from_checkpoint:
+        return None
+    run_dir = Path(t.output_dir) / (t.run_name or "")
+    try:
+        path = CheckpointManager(run_dir if t.resume_from_checkpoint == "auto" and t.run_name else ".").resolve(
+            t.resume_from_checkpoint)
+    except ConfigError:
+        return None
+    if path is None:
+        return None
+    saved = json.loads((path / "trainer_state.json").read_text()).get("config", {}).get("training", {})
+    if not isinstance(saved.get("per_device_train_batch_size"), int):
+        return None
+    return {"path": path, **saved}
+
+
+def apply(cfg: Config, p: BatchPick) -> None:
+    t = cfg.training
+    t.per_device_train_batch_size = p.micro
+    t.gradient_accumulation_steps = p.accumulation
+    t.gradient_checkpointing = p.gradient_checkpointing
+
+
+def resolve(cfg: Config, world: int) -> BatchPick | None:
+    """Step 1 (and 3): set the training config's micro batch, accumulation and checkpointing."""
+    from speechlm.plan import MAX_CLIP_SECONDS, data_facts, model_shapes
+
+    t = cfg.training
+    if t.per_device_train_batch_size != "auto":
+        return None
+    target = target_clips(cfg)
+    rec = _recorded(cfg)
+    if rec and rec["per_device_train_batch_size"] * rec.get("gradient_accumulation_steps", 1) == target:
+        p = BatchPick(rec["per_device_train_batch_size"], rec["gradient_accumulation_steps"],
+                      bool(rec.get("gradient_checkpointing")), device_gib=float("nan"), worst_clip_seconds=float("nan"),
+                      peak_bytes=float("nan"), reason=f"as recorded by the checkpoint resumed ({rec['path']})")
+        apply(cfg, p)
+        log.warning("per_device_train_batch_size=auto: %s", p.describe())
+        return p
+    gib, source = device_memory_gib()
+    clip = data_facts(cfg)["max_clip_seconds"] or MAX_CLIP_SECONDS
+    p = pick(cfg, model_shapes(cfg), gib, world=world, clip_seconds=clip)
+    apply(cfg, p)
+    log.warning("per_device_train_batch_size=auto for %s (%.1f GiB, ZeRO-%d, world %d), %d clips per step: %s",
+                source, gib, cfg.deepspeed.zero_stage, world, target, p.describe())
+    return p
+
+
+def worst_batch(cfg: Config, model, micro: int, clip_seconds: float) -> dict:
+    """`micro` clips of the longest length with transcripts as long as the plan assumes, collated."""
+    from speechlm.data import Collator
+    from speechlm.plan import TEXT_TOKENS_PER_SECOND
+
+    words = math.ceil(clip_seconds * TEXT_TOKENS_PER_SECOND)
+    sentence = " ".join(WORDS[i % len(WORDS)] for i in range(words))
+    rng = torch.Generator().manual_seed(0)
+    audio = (0.1 * torch.randn(int(clip_seconds * 16000), generator=rng)).numpy()
+    collate = Collator.from_config(cfg, model.tokenizer)
+    return collate([{"audio": audio, "text": sentence, "id": f"auto-batch-{i}"} for i in range(micro)])
+
+
+def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) -> BatchPick:
+    """Step 2: run the worst case once on the device; halve the micro batch on OOM. CUDA only."""
+    from speechlm.plan import model_shapes, zero_memory
+
+    if device.type != "cuda" or p.device_gib != p.device_gib:  # no CUDA, or values from a checkpoint
+        return p
+    if cfg.deepspeed.zero_stage == 3:  # the probe holds every weight; ZeRO-3 will hold 1/N of them
+        log.warning("per_device_train_batch_size=auto: no probe under ZeRO-3 (it would hold all the weights "
+                    "the engine partitions); the plan's pick stands: %s", p.describe())
+        return p
+    shapes = model_shapes(cfg)
+    opt_bytes = zero_memory(shapes.frozen_params, shapes.trainable_params, stage=cfg.deepspeed.zero_stage,
+                            world=world, offload=cfg.deepspeed.offload)["optimizer_states"]
+    target = target_clips(cfg)
+    model.to(device).train()
+    micro = p.micro
+    while True:
+        reserve = batch = None
+        torch.cuda.reset_peak_memory_stats(device)
+        try:
+            reserve = torch.empty(int(opt_bytes), dtype=torch.uint8, device=device)  # DeepSpeed's, later
+            batch = worst_batch(cfg, model, micro, p.worst_clip_seconds)
+            batch = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in batch.items()}
+            model(**batch).loss.backward()
+            peak = torch.cuda.max_memory_allocated(device)
+            ok = True
+        except torch.OutOfMemoryError:
+            ok, peak = False, 0
+        finally:  # nothing of this try may stay on the device: not the batch, the grads or the reserve
+            reserve = batch = None
+            model.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+        if ok:
+            break
+        smaller = divisors_down(target, micro // 2)
+        if not smaller:
+            raise ConfigError(f"training.per_device_train_batch_size=auto: 1 clip of {p.worst_clip_seconds:.1f} s "
+                              f"runs out of memory on {device}; raise deepspeed.zero_stage or use a larger device")
+        log.warning("per_device_train_batch_size=auto: micro batch %d ran out of memory on the worst case; "
+                    "trying %d", micro, smaller[0])
+        micro = smaller[0]
+    if world > 1:  # every rank runs the same micro batch: the smallest any of them managed
+        import torch.distributed as dist
+
+        t = torch.tensor([micro], device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        micro = int(t.item())
+    torch.cuda.reset_peak_memory_stats(device)
+    if micro != p.micro:
+        planned = step_bytes(cfg, shapes, micro, p.gradient_checkpointing, world=world, clip_seconds=p.worst_clip_seconds)
+        p = BatchPick(micro, target // micro, p.gradient_checkpointing, p.device_gib, p.worst_clip_seconds,
+                      planned, reason=f"{p.reason}; halved to {micro} after running out of memory in the probe")
+        apply(cfg, p)
+    p.probe_peak_bytes = float(peak) if peak else None  # of this rank's last successful try
+    log.warning("per_device_train_batch_size=auto: the worst case (%d clips of %.1f s) ran on %s, peak %.1f GiB "
+                "(plan %.1f GiB): %s", micro, p.worst_clip_seconds, device, peak / 2**30, p.peak_bytes / 2**30,
+                p.describe())
+    return p
