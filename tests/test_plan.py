@@ -168,7 +168,11 @@ def test_tiny_plan_matches_measured_cpu_step(synthetic_shards, structure, checkp
 
     cfg = load(Config, "tiny", None, [f"data.train=[{{path: {synthetic_shards}, split: train}}]", "data.eval=[]",
                                       "training.per_device_train_batch_size=16", "data.num_workers=0", *structure,
-                                      f"training.gradient_checkpointing={str(checkpointing).lower()}"])
+                                      f"training.gradient_checkpointing={str(checkpointing).lower()}",
+                                      # fp32 on purpose: on CPU, bf16 autocast caches bf16 copies of the fp32
+                                      # trainables and transformers' reference linear-attention kernels compute in
+                                      # fp32 whatever the input, so CPU bytes say little about a bf16 GPU step
+                                      "training.bf16=false", "model.model_dtype=float32"])
     torch.manual_seed(0)
     model = build_model(cfg)
     model.train()
