@@ -32,7 +32,7 @@ def test_report_names_every_kernel_on_the_tiny_twin(model):
 def test_cuda_without_fla_warns_once_with_the_install_command(model):
     rep = kernel_report(model, "cuda")  # the report is about the device type; no GPU needed to build it
     assert len(rep.warnings) == 1 and INSTALL_COMMAND in rep.warnings[0] and "\n" not in rep.warnings[0]
-    assert "liger-kernel not installed" in rep.fused_loss
+    assert "liger-kernel>=0.8.5 not installed" in rep.fused_loss
 
 
 def test_a_decoder_without_linear_attention_reports_none():

@@ -28,10 +28,22 @@ def chunk_tokens(vocab_size: int) -> int:
     return max(MIN_CHUNK_TOKENS, LOGIT_ELEMENTS_PER_CHUNK // max(1, vocab_size))
 
 
+LIGER_MIN_VERSION = "0.8.5"  # reduction="none" with per-token upstream gradients (checked in its source)
+
+
 @functools.cache
 def liger_available() -> bool:
-    """liger-kernel importable (it needs triton, i.e. a CUDA/ROCm machine)."""
+    """liger-kernel importable (it needs triton, i.e. a CUDA/ROCm machine) and recent enough."""
     if importlib.util.find_spec("liger_kernel") is None:
+        return False
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import Version
+
+    try:
+        if Version(version("liger-kernel")) < Version(LIGER_MIN_VERSION):
+            return False
+    except PackageNotFoundError:
         return False
     try:
         from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss  # noqa: F401
@@ -45,7 +57,7 @@ def fused_loss_kind(head: nn.Module, device: torch.device) -> tuple[str, str]:
     if device.type != "cuda":
         return "chunked", "not on CUDA"
     if not liger_available():
-        return "chunked", "liger-kernel not installed"
+        return "chunked", f"liger-kernel>={LIGER_MIN_VERSION} not installed"
     if type(head) is not nn.Linear:  # a LoRA-wrapped or custom head: only its own forward is exact
         return "chunked", f"the LM head is a {type(head).__name__}, not a plain Linear"
     if hasattr(head.weight, "ds_id"):  # ZeRO-3: the weight is a partition outside the module's forward
