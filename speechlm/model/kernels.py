@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from speechlm.model.loss import chunk_tokens, fused_loss_kind
+from speechlm.model.loss import chunk_tokens, fused_loss_kind, head_vocab
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +96,8 @@ def kernel_report(model, device: torch.device | str) -> KernelReport:
                 f"(several times slower, far more activation memory): install them with `{INSTALL_COMMAND}`")
     head = lm.get_output_embeddings()
     kind, why = fused_loss_kind(head, device)
-    vocab = head.weight.shape[0]
-    loss = (f"liger fused linear cross-entropy" if kind == "liger"
-            else f"chunked torch cross-entropy ({chunk_tokens(vocab)} label tokens per chunk; {why})")
+    loss = ("liger fused linear cross-entropy" if kind == "liger"
+            else f"chunked torch cross-entropy ({chunk_tokens(head_vocab(head))} label tokens per chunk; {why})")
     return KernelReport(attention, linear, conv, loss, warnings)
 
 

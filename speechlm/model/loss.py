@@ -65,14 +65,23 @@ def fused_loss_kind(head: nn.Module, device: torch.device) -> tuple[str, str]:
     return "liger", "liger-kernel fused linear cross-entropy"
 
 
+def head_vocab(head: nn.Module) -> int:
+    """Output size of the LM head (under ZeRO-3 its weight is an empty partition; ds_shape is the real one)."""
+    return getattr(head, "out_features", None) or getattr(head.weight, "ds_shape", head.weight.shape)[0]
+
+
 def _chunk_ce(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     # exactly the unfused computation: the head's own forward (tied, LoRA, autocast), fp32 CE
     return F.cross_entropy(head(hidden).float(), targets, reduction="none")
 
 
-def _n_chunks(head: nn.Module, hidden: torch.Tensor, chunk: int) -> int:
+def _zero3(head: nn.Module) -> bool:
+    return any(hasattr(p, "ds_id") for p in head.parameters())
+
+
+def _n_chunks(hidden: torch.Tensor, chunk: int, zero3: bool) -> int:
     k = max(1, -(-hidden.shape[0] // chunk))  # one (possibly empty) chunk at least: the head runs on every batch
-    if any(hasattr(p, "ds_id") for p in head.parameters()) and torch.distributed.is_initialized():
+    if zero3 and torch.distributed.is_initialized():
         # under ZeRO-3 every call of the head gathers its weight (a collective): all ranks must call
         # it equally often, in the forward and in the backward's recompute (pitfall 2)
         t = torch.tensor([k], device=hidden.device)
@@ -84,15 +93,22 @@ def _n_chunks(head: nn.Module, hidden: torch.Tensor, chunk: int) -> int:
 def chunked_token_ce(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor,
                      chunk: int | None = None) -> torch.Tensor:
     """Per-token CE [N] (fp32) of `head(hidden)` [N, V] against `targets` [N], one chunk of rows at a time."""
-    vocab = getattr(head, "out_features", None) or head.weight.shape[0]
-    chunk = chunk or chunk_tokens(vocab)
+    chunk = chunk or chunk_tokens(head_vocab(head))
     grad = torch.is_grad_enabled()
+    zero3 = _zero3(head)
+    # The backward recomputes each chunk's logits (torch.utils.checkpoint). Non-reentrant normally;
+    # under ZeRO-3 reentrant, because non-reentrant recompute sees the frozen head weight as its
+    # empty partition and fails its metadata check (DeepSpeed 0.19; transformers #47254).
+    # Reentrant gives gradients only through inputs that need one: `hidden` does whenever anything
+    # below the head trains.
+    if zero3 and grad and not hidden.requires_grad and any(p.requires_grad for p in head.parameters()):
+        raise RuntimeError("ZeRO-3 with only the LM head training: the chunked loss needs a trainable part below it")
     out = []
-    for i in range(_n_chunks(head, hidden, chunk)):
+    for i in range(_n_chunks(hidden, chunk, zero3)):
         h, t = hidden[i * chunk:(i + 1) * chunk], targets[i * chunk:(i + 1) * chunk]
-        # non-reentrant checkpoint: saves the chunk's inputs (views of `hidden`), recomputes its
-        # logits in the backward under the same autocast state
-        out.append(checkpoint(_chunk_ce, head, h, t, use_reentrant=False) if grad else _chunk_ce(head, h, t))
+        # the chunk's inputs are views of `hidden`: nothing of size vocab is kept for the backward
+        out.append(checkpoint(_chunk_ce, head, h, t, use_reentrant=zero3) if grad and (hidden.requires_grad or not zero3)
+                   else _chunk_ce(head, h, t))
     return torch.cat(out)
 
 
