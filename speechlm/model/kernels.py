@@ -11,6 +11,7 @@ read that closure, so the report is what transformers resolved, not a guess from
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 from dataclasses import asdict, dataclass, field
 
@@ -88,6 +89,8 @@ def kernel_report(model, device: torch.device | str) -> KernelReport:
     warnings = []
     if _has_linear_attention(cfg):
         kernels = fallback_kernels(type(lm).__module__)
+        if not kernels:  # a transformers that resolves differently: say what is installed, and that it's a guess
+            kernels = {pkg: {"?": pkg if importlib.util.find_spec(pkg) else False} for pkg in DISTRIBUTIONS}
         linear = _describe("fla", kernels.get("fla")) or "torch (this model's own implementation)"
         conv = _describe("causal_conv1d", kernels.get("causal_conv1d"))
         if device.type == "cuda" and not all((kernels.get("fla") or {"": False}).values()):
