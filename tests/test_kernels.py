@@ -1,15 +1,19 @@
 """The kernel report: what transformers really resolved for Qwen3.5, the fused loss, the start-up log."""
+import json
 import logging
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from model_helpers import tiny_config
 from speechlm.model import build_model
 from speechlm.model.kernels import INSTALL_COMMAND, fallback_kernels, kernel_report
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +57,8 @@ def test_an_importable_fla_is_what_transformers_resolves(tmp_path):
     """))
     code = ("import json; from speechlm.model.kernels import fallback_kernels; "
             "print(json.dumps(fallback_kernels('transformers.models.qwen3_5.modeling_qwen3_5')))")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    import json
 
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert found["fla"] == {"chunk_gated_delta_rule": "fla.ops.gated_delta_rule",
