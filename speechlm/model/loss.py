@@ -75,6 +75,13 @@ def _chunk_ce(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor) -> t
     return F.cross_entropy(head(hidden).float(), targets, reduction="none")
 
 
+@functools.cache
+def _warn_once(msg: str) -> None:
+    import logging
+
+    logging.getLogger(__name__).warning(msg)
+
+
 def _zero3(head: nn.Module) -> bool:
     return any(hasattr(p, "ds_id") for p in head.parameters())
 
@@ -96,19 +103,23 @@ def chunked_token_ce(head: nn.Module, hidden: torch.Tensor, targets: torch.Tenso
     chunk = chunk or chunk_tokens(head_vocab(head))
     grad = torch.is_grad_enabled()
     zero3 = _zero3(head)
-    # The backward recomputes each chunk's logits (torch.utils.checkpoint). Non-reentrant normally;
-    # under ZeRO-3 reentrant, because non-reentrant recompute sees the frozen head weight as its
-    # empty partition and fails its metadata check (DeepSpeed 0.19; transformers #47254).
-    # Reentrant gives gradients only through inputs that need one: `hidden` does whenever anything
-    # below the head trains.
-    if zero3 and grad and not hidden.requires_grad and any(p.requires_grad for p in head.parameters()):
-        raise RuntimeError("ZeRO-3 with only the LM head training: the chunked loss needs a trainable part below it")
+    trains = [p.requires_grad for p in head.parameters()]
+    # The backward recomputes each chunk's logits (torch.utils.checkpoint), non-reentrant. Under
+    # ZeRO-3 that recompute sees a frozen parameter as its empty partition and fails its metadata
+    # check (DeepSpeed 0.19; transformers #47254), while reentrant recompute would reduce a trained
+    # one's gradient once per chunk: a frozen head recomputes reentrantly (its input `hidden` needs
+    # the gradient whenever anything below trains), a trained one non-reentrantly, and a head that
+    # mixes both (LoRA on lm_head) is not recomputed: its chunks keep their logits (unfused memory).
+    recompute = grad and (not zero3 or not any(trains) and hidden.requires_grad or all(trains))
+    if zero3 and grad and not recompute and any(trains):
+        _warn_once("ZeRO-3 with a partly trained LM head (LoRA on lm_head): the loss keeps every chunk's "
+                   "logits for the backward (unfused memory)")
+    reentrant = zero3 and not any(trains)
     out = []
     for i in range(_n_chunks(hidden, chunk, zero3)):
         h, t = hidden[i * chunk:(i + 1) * chunk], targets[i * chunk:(i + 1) * chunk]
         # the chunk's inputs are views of `hidden`: nothing of size vocab is kept for the backward
-        out.append(checkpoint(_chunk_ce, head, h, t, use_reentrant=zero3) if grad and (hidden.requires_grad or not zero3)
-                   else _chunk_ce(head, h, t))
+        out.append(checkpoint(_chunk_ce, head, h, t, use_reentrant=reentrant) if recompute else _chunk_ce(head, h, t))
     return torch.cat(out)
 
 
