@@ -4,6 +4,7 @@
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 APT_PKGS := espeak-ng sox tmux openssh-server rsync fortunes
+CUDA     := $(shell command -v nvidia-smi 2>/dev/null)
 
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
@@ -23,6 +24,10 @@ $(STAMP): pyproject.toml
 	@# CPU machines get the pinned CPU wheel; a CUDA image keeps its own torch.
 	@if ! command -v nvidia-smi >/dev/null 2>&1; then $(PY) -m pip install -q torch==2.13.0; fi
 	$(PY) -m pip install -q -e '.[dev]'
+ifneq ($(CUDA),)
+	@# a CUDA machine: the [gpu] extra, one kernel at a time; one that fails is reported and set-up goes on
+	bash launch/install_gpu_kernels.sh $(PY)  # pip install the [gpu] extra: liger-kernel flash-linear-attention causal-conv1d flash-attn
+endif
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -8,7 +8,8 @@ Builds Granite Speech 5 (470M encoder) + projector 4096 + Qwen3.5-2B with LoRA r
 the bundled real configs (no download) through the model's own `assemble`, wraps it in the
 trainer's DeepSpeed engine (ZeRO stage, bf16, AdamW groups), and runs steps on synthetic clips of
 realistic lengths (log-normal around 8 s, capped at 19 s; ~2.5 words/s transcripts) batched by the
-real Collator. Reports step time, clips/s, audio hours per GPU-hour, MFU, and peak memory against
+real Collator. Reports the kernel set it ran with (attention, linear attention, causal conv1d,
+fused loss), step time, clips/s, audio hours per GPU-hour, MFU, and peak memory against
 the planner's prediction for the same batch. `--cpu-small` shrinks every width and depth (same
 architecture types) so the path can be exercised on a laptop.
 """
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from speechlm import plan as planner  # noqa: E402
 from speechlm import text, tiny  # noqa: E402
 from speechlm.config import Config, load  # noqa: E402
+from speechlm.model.kernels import kernel_report  # noqa: E402
 
 WORDS = "the quick brown fox jumps over a lazy dog while seven bright stars shine above quiet hills".split()
 SMALL = {  # --cpu-small: the same model types at a size a 2-core CPU steps in seconds
@@ -129,6 +131,9 @@ def main(argv=None) -> int:
     sched = optim.build_scheduler(opt, cfg.training, a.steps + a.warmup)
     engine = engine_mod.build_engine(model, opt, sched, engine_mod.build_ds_config(cfg, world))
     engine.train()
+    kernels = kernel_report(model, device)  # after the engine: ZeRO-3 partitioning decides the loss kernel
+    if rank == 0:
+        print(kernels.line(), *kernels.warnings, sep="\n", flush=True)
     batches = synthetic_batches(cfg, tok, a.steps + a.warmup, batch)
     shapes = planner.model_shapes(cfg)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -168,7 +173,7 @@ def main(argv=None) -> int:
         "peak_memory_gib": round((torch.cuda.max_memory_allocated() if cuda else
                                   weights + resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0) / 2**30, 3),
         "planned_gib": round(pred["total"] / 2**30, 3), "worst_batch_tokens": int(worst["input_ids"].numel()),
-        "loss_last": round(loss.item(), 4),
+        "loss_last": round(loss.item(), 4), "kernels": kernels.as_dict(),
     }
     if rank == 0:
         print(json.dumps(res, indent=1))

@@ -149,10 +149,17 @@ def cmd_deploy(a) -> int:
     print(f"synced {files.count(chr(0))} files to {a.host}:{a.remote_dir}")
     if not a.skip_deps:
         # a venv that sees the image's CUDA torch, so pip keeps it instead of pulling a CPU wheel
-        remote(a, f"set -e; cd {q(a.remote_dir)}; test -x .venv/bin/python || python3 -m venv --system-site-packages .venv; "
-                  ".venv/bin/python -m pip install -q --upgrade pip; .venv/bin/python -m pip install -q -e '.[dev]'; "
-                  ".venv/bin/python -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.cuda.is_available())'")
+        remote(a, deps_script(a.remote_dir))
     return 0
+
+
+def deps_script(remote_dir: str) -> str:
+    """The pod's venv, the project, and on CUDA the [gpu] extra's kernels one at a time (a kernel
+    that fails to install is reported and the deploy goes on)."""
+    return (f"set -e; cd {q(remote_dir)}; test -x .venv/bin/python || python3 -m venv --system-site-packages .venv; "
+            ".venv/bin/python -m pip install -q --upgrade pip; .venv/bin/python -m pip install -q -e '.[dev]'; "
+            "bash launch/install_gpu_kernels.sh .venv/bin/python; "
+            ".venv/bin/python -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.cuda.is_available())'")
 
 
 def remote_python(a) -> str:

@@ -5,6 +5,7 @@
 #   sbatch slurm/train.sh --config production [--experiment E] [key=value ...]
 #   sbatch --nodes 4 --gpus-per-node 8 slurm/train.sh --config production     # sizes on the command line
 #
+# Set up once with slurm/setup.sh on a GPU node (venv + the [gpu] extra's kernels).
 # Submit from the repository root (or set SPEECHLM_ROOT). Logs: slurm-<job name>-<job id>.out in the
 # submit dir, appended across requeues, plus the run's metrics.jsonl.
 # Pre-emption: Slurm sends USR1 to this script N seconds before the time limit (--signal=B:USR1@N);

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from speechlm import text
 from speechlm.config import ConfigError, ModelConfig, TrainingConfig
+from speechlm.model.loss import token_cross_entropy
 from speechlm.model.projector import Projector, pooled_length
 
 log = logging.getLogger(__name__)
@@ -99,25 +99,32 @@ class SpeechLM(nn.Module):
         return embeds.masked_scatter(is_audio.unsqueeze(-1), audio)
 
     # ------------------------------------------------------------------ training forward
-    def label_logits(self, input_features, feature_mask, input_ids, attention_mask, labels):
-        """Logits only where there is a label: (logits [N, V], targets [N], row of each [N]).
+    def label_hidden(self, input_features, feature_mask, input_ids, attention_mask, labels):
+        """Decoder states only where there is a label: (hidden [N, H], targets [N], row of each [N]).
 
         Position t predicts labels[t + 1]; selecting those positions before the LM head makes
         logits memory scale with transcript tokens, not sequence length x vocabulary.
         """
         with self._autocast(input_ids.device):
             embeds = self.embed(input_ids, input_features, feature_mask)
-            lm = self._base_lm()
-            hidden = lm.get_decoder()(inputs_embeds=embeds, attention_mask=attention_mask, use_cache=False)[0]
-            targets = labels[:, 1:]
-            sel = targets != -100
-            logits = lm.get_output_embeddings()(hidden[:, :-1][sel])
+            hidden = self._base_lm().get_decoder()(inputs_embeds=embeds, attention_mask=attention_mask, use_cache=False)[0]
+        targets = labels[:, 1:]
+        sel = targets != -100
         rows = torch.arange(labels.shape[0], device=labels.device)[:, None].expand_as(targets)[sel]
-        return logits, targets[sel], rows
+        return hidden[:, :-1][sel], targets[sel], rows
+
+    def label_logits(self, input_features, feature_mask, input_ids, attention_mask, labels):
+        """Logits only where there is a label: (logits [N, V], targets [N], row of each [N])."""
+        hidden, targets, rows = self.label_hidden(input_features, feature_mask, input_ids, attention_mask, labels)
+        with self._autocast(input_ids.device):
+            logits = self._base_lm().get_output_embeddings()(hidden)
+        return logits, targets, rows
 
     def forward(self, input_features, feature_mask, input_ids, attention_mask, labels, weight=None, **_) -> Output:
-        logits, targets, rows = self.label_logits(input_features, feature_mask, input_ids, attention_mask, labels)
-        ce = F.cross_entropy(logits.float(), targets, reduction="none")
+        hidden, targets, rows = self.label_hidden(input_features, feature_mask, input_ids, attention_mask, labels)
+        # the [N, vocab] logits never exist at once: chunked torch, or Liger's fused kernel on CUDA
+        with self._autocast(input_ids.device):
+            ce = token_cross_entropy(self._base_lm().get_output_embeddings(), hidden, targets)
         if weight is None:
             weight = torch.ones(labels.shape[0], device=ce.device)
         w = weight.to(ce.device, torch.float32)[rows]

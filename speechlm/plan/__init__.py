@@ -23,8 +23,9 @@ Memory model, per device (N = world size, T = trainable params, F = frozen param
                   With training.gradient_checkpointing the decoder layers keep only their input
                   (hidden per token per layer) and the backward recomputes one layer at a time: the
                   largest layer's term once, instead of the sum over layers.
-  logits          label tokens * vocab * LOGIT_BYTES (logits in the compute dtype, their fp32
-                  upcast for the loss and its fp32 gradient), the model computes them only there.
+  logits          min(label tokens, chunk) * vocab * LOGIT_BYTES: the loss (speechlm.model.loss)
+                  holds one chunk of label logits at a time (their fp32 log-softmax and its fp32
+                  gradient at the backward's peak); Liger's fused kernel on CUDA holds less.
   GPU runtime     CUDA context + allocator slack: CUDA_OVERHEAD_GIB + FRAGMENTATION of the rest.
 The worst micro-batch is the longest clip (the 19 s cap, or the manifest's longest) times the
 per-device batch: length bucketing puts long clips together, so that batch does happen.
@@ -52,13 +53,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from speechlm.config import Config, ConfigError, REPO_ROOT, cli_errors, load
+from speechlm.model.loss import chunk_tokens
 from speechlm.plan.models import (  # noqa: F401  (re-exported: the planner's public surface)
     ACT_FACTOR, LINEAR_ATTN_CHUNK, Shapes, _offline, _sub_config, bundled_config_path, encoder_family, hub_checkpoint, meta_model,
     model_config, model_shapes,
 )
 
 GIB = 1024**3
-LOGIT_BYTES = {2: 10, 4: 12}  # by compute-dtype bytes: logits + fp32 upcast + fp32 grad
+# by compute-dtype bytes, per logit: the backward's peak (saved fp32 log-softmax + the fp32 gradient
+# in and out of it); measured 12.0-12.1 for bf16 and fp32 by bench/loss_memory.py (docs/benchmarks.md)
+LOGIT_BYTES = {2: 12, 4: 12}
 CUDA_OVERHEAD_GIB = 1.5
 FRAGMENTATION = 0.10
 USABLE_FRACTION = 0.92  # keep this much of a card's memory as the budget
@@ -150,7 +154,7 @@ def batch_memory(cfg: Config, shapes: Shapes, *, world: int, batch: int, seq_len
     # a frozen encoder's transient is gone before the decoder's activations pile up; a trained
     # encoder's saved activations stay until the backward reaches them
     mem["activations"] = decoder + encoder if shapes.encoder_trained else max(decoder, encoder)
-    mem["logits"] = label_tokens * shapes.vocab_size * LOGIT_BYTES[compute]
+    mem["logits"] = min(label_tokens, chunk_tokens(shapes.vocab_size)) * shapes.vocab_size * LOGIT_BYTES[compute]
     dynamic = sum(mem.values())
     mem["runtime_overhead"] = (CUDA_OVERHEAD_GIB * GIB + FRAGMENTATION * dynamic) if device == "cuda" else 0.0
     mem["total"] = dynamic + mem["runtime_overhead"]
@@ -349,8 +353,18 @@ def make_plan(cfg: Config, world: int = 1) -> dict:
         "memory_bytes": mem,
         "disk_bytes": disk(cfg, shapes, data),
         "data_unknown": data["unknown"],
+        "kernels_assumed": assumed_kernels(shapes),
         "gpus": fits,
     }
+
+
+def assumed_kernels(shapes: Shapes) -> dict:
+    """The kernel case the memory model assumes; the trainer logs the real one at start."""
+    out = {"fused_loss": f"chunked torch cross-entropy, {chunk_tokens(shapes.vocab_size)} label tokens of logits "
+                         "at a time (an upper bound for Liger's fused kernel)"}
+    if shapes.act_chunked_elems_per_token:
+        out["linear_attention"] = "transformers' torch reference kernels (flash-linear-attention not assumed)"
+    return out
 
 
 def _g(x: float) -> str:
@@ -366,6 +380,7 @@ def report(plan: dict) -> str:
     lines += ["", f"GPU memory per device at batch {c['memory_at_batch']} of {c['worst_clip_seconds']:.1f} s clips "
               f"({m['tokens_per_device_batch']} tokens):"]
     lines += [f"  {k:<18}{_g(v)}" for k, v in m.items() if k != "tokens_per_device_batch"]
+    lines.append("  kernels assumed: " + "; ".join(f"{k}: {v}" for k, v in plan["kernels_assumed"].items()))
     lines += ["", "disk:"] + [f"  {k:<18}{_g(v)}" for k, v in d.items()]
     if plan["data_unknown"]:
         lines.append(f"  (shards not built and their sources' size unknown offline, not counted: {', '.join(plan['data_unknown'])})")

@@ -110,6 +110,9 @@ class Trainer:
         self.optimizer = optim.build_optimizer(self.model, t)
         self.scheduler = optim.build_scheduler(self.optimizer, t, self.total_steps)
         self.engine = engine_mod.build_engine(self.model, self.optimizer, self.scheduler, ds_cfg)
+        from speechlm.model.kernels import log_kernels  # after the engine: ZeRO-3 partitioning decides the loss kernel
+
+        log_kernels(self.model, self.device)
         self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit)
         self.step, self.epoch = 0, 0
         resume = self.ckpt.resolve(t.resume_from_checkpoint)
