@@ -5,7 +5,7 @@ from speechlm.plan import LOGIT_BYTES, assumed_kernels, clip_tokens, model_shape
 
 
 def test_production_logits_are_one_chunk_and_the_assumption_is_stated():
-    cfg = load(Config, None, None, [])
+    cfg = load(Config, None, None, ["training.per_device_train_batch_size=256"])  # the recipe's clips per step
     shapes = model_shapes(cfg)
     assert shapes.vocab_size == 248320
     _, labels = clip_tokens(cfg, 19.0)

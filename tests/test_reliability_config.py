@@ -99,7 +99,7 @@ for ds, must in [
     ({"train_micro_batch_size_per_gpu": 4}, "train_micro_batch_size_per_gpu"),
     ({"zero_optimization": {"stage": 3}}, "zero_optimization.stage"),
     ({"fp16": {"enabled": True}}, "fp16"), ({"optimizer": {"type": "Adam"}}, "optimizer"),
-    ({"gradient_accumulation_steps": 4}, "gradient_accumulation_steps"), ({"bf16": {"enabled": True}}, "bf16.enabled"),
+    ({"gradient_accumulation_steps": 4}, "gradient_accumulation_steps"), ({"bf16": {"enabled": False}}, "bf16.enabled"),
     ({"gradient_clipping": 5.0}, "gradient_clipping"), ("{not json", "not valid JSON"),
 ]:
     case(TRAIN, ["--config", "tiny", "deepspeed.config={ds:" + json.dumps(ds) + "}"], must)

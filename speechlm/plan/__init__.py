@@ -405,11 +405,14 @@ def recommend(plan: dict) -> dict | None:
     """The smallest catalog GPU that fits as configured, else the one needing the least accumulation
     (with auto: among those that need no gradient checkpointing the recipe didn't ask for, if any)."""
     fits = plan["gpus"]
-    exact = [f for f in fits if f["as_configured"]]
+    asked = plan["config"].get("gradient_checkpointing", False)
+    # recomputing every layer costs about a third more compute: a card that needs it only because it
+    # is small is not what a rented run should default to
+    unasked = lambda f: bool(f.get("gradient_checkpointing", False)) and not asked  # noqa: E731
+    exact = [f for f in fits if f["as_configured"] and not unasked(f)]
     if exact:
         return min(exact, key=lambda f: f["memory_gib"])
-    return min(fits, key=lambda f: (f.get("gradient_checkpointing", False), f["gradient_accumulation_steps"],
-                                    f["memory_gib"])) if fits else None
+    return min(fits, key=lambda f: (unasked(f), f["gradient_accumulation_steps"], f["memory_gib"])) if fits else None
 
 
 def build_parser(prog: str = "python -m speechlm.plan") -> argparse.ArgumentParser:
