@@ -186,7 +186,8 @@ class Trainer:
                 batch, batches = self._next_batch(batches)
                 real = [i for i, w in zip(batch["ids"], batch["weight"].tolist()) if w > 0]
                 ids.extend(real)
-                self.ledger.write(json.dumps({"step": self.step, "micro": micro, "ids": real}) + "\n")
+                self.ledger.write(json.dumps({"step": self.step, "micro": micro, "epoch": self.train_loader.epoch,
+                                              "ids": real}) + "\n")
                 out = self.engine(**_to_device(batch, self.device))
                 loss = out.loss
                 self.engine.backward(loss)
