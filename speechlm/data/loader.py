@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import signal
 from collections import Counter
 from pathlib import Path
 from typing import Iterator
@@ -63,11 +64,21 @@ def _check_workers(catalog: Catalog, worker_blocks, collator, num_workers: int, 
     check_shared_memory(num_workers, prefetch_factor, largest_batch_seconds(catalog, worker_blocks) * per_second)
 
 
+def _ignore_stop_signals(_worker_id: int) -> None:
+    """DataLoader workers leave SIGTERM / SIGUSR1 to the trainer. Slurm (scancel, requeue) and
+    `kill -- -PGID` signal every process of the job: a worker that died of it took the trainer down
+    ("DataLoader worker is killed by signal") before its pre-emption checkpoint. The trainer saves,
+    then closes its loaders, which ends the workers (they also exit when the trainer is gone)."""
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def _batches(dataset: PlanDataset, num_workers: int, prefetch_factor: int, first: int,
              stats: Counter) -> Iterator[tuple[int, dict]]:
     if num_workers > 0:
         dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=num_workers,
-                                         prefetch_factor=prefetch_factor, persistent_workers=False)
+                                         prefetch_factor=prefetch_factor, persistent_workers=False,
+                                         worker_init_fn=_ignore_stop_signals)
     else:
         dl = dataset
     pending: dict[int, dict] = {}
