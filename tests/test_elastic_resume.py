@@ -16,6 +16,7 @@ session's synthetic shards (64 train clips), the same command every time except 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import math
 import os
@@ -77,7 +78,7 @@ class Agent:
         deadline = time.monotonic() + WATCHDOG_S
         while not cond():
             if self.p.poll() is not None or time.monotonic() > deadline:
-                self.signal(signal.SIGKILL)
+                self.kill_all()
                 raise AssertionError(f"no {what} (exit {self.p.poll()}):\n{self.text()[-3000:]}")
             time.sleep(0.1)
 
@@ -85,11 +86,27 @@ class Agent:
         if self.p.poll() is None:
             os.killpg(self.p.pid, sig)
 
+    def kill_all(self) -> None:
+        """SIGKILL the agent and every process under it, as a lost node would: torchrun starts its
+        workers in sessions of their own, so a signal to the agent's group alone leaves them running."""
+        tree, todo = [], [self.p.pid]
+        ps = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout.split()
+        children = collections.defaultdict(list)
+        for pid, ppid in zip(ps[::2], ps[1::2]):
+            children[int(ppid)].append(int(pid))
+        while todo:
+            pid = todo.pop()
+            tree.append(pid)
+            todo.extend(children[pid])
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
     def wait(self) -> int:
         try:
             return self.p.wait(WATCHDOG_S)
         except subprocess.TimeoutExpired:
-            self.signal(signal.SIGKILL)
+            self.kill_all()
             raise AssertionError(f"watchdog: still running after {WATCHDOG_S} s:\n{self.text()[-3000:]}") from None
         finally:
             self.out.close()
@@ -153,21 +170,22 @@ def test_two_one_two_ranks_every_clip_once(tmp_path, synthetic_shards, stage):
     # 1 rank: resumes (universal conversion, accumulation 1 -> 2), saves once more, is SIGKILLed
     b = segment("b-1rank-kill", 1)
     b.wait_for(lambda: latest(run) > first and b.steps() > latest(run), "a checkpoint after the resume, then a step")
-    b.signal(signal.SIGKILL)
+    b.kill_all()
     b.wait()
     text = b.text()
     assert "converted" in text and "universal checkpoint for 1 processes" in text, text[-3000:]
     assert "gradient accumulation 1 -> 2 keeps the effective batch at 8" in text
     assert f"epoch 0 was run by 2 ranks x 1 workers up to step {first}" in text
     second = latest(run)
+    state = json.loads((run / "checkpoints" / f"step-{second}" / "trainer_state.json").read_text())
+    assert state["ranks"][0]["reader"]["epoch"] == 0, "the SIGKILLed segment should still be in epoch 0"
+    assert state["ranks"][0]["reader"]["done"] == [[2, 1, first * 1]]  # 2 ranks x 1 worker ran `first` steps
 
     # 2 ranks to the end
     c = segment("c-2ranks-end", 2)
     assert c.wait() == 0, c.text()[-3000:]
     text = c.text()
     assert "universal checkpoint for 2 processes" in text and "gradient accumulation 2 -> 1" in text, text[-3000:]
-    state = json.loads((run / "checkpoints" / f"step-{second}" / "trainer_state.json").read_text())
-    assert state["ranks"][0]["reader"]["epoch"] == 0, "the SIGKILLed segment should still be in epoch 0"
 
     # the ledgers: every clip of epoch 0 exactly once across the three layouts; none twice in epoch 1
     rows = ledger(run, starts)
