@@ -4,6 +4,9 @@ A save builds `checkpoints/.tmp-step-N/` (DeepSpeed state in `ds/`, the exported
 `trainer_state.json`), fsyncs it, renames it to `step-N/`, and only then moves the `latest` pointer
 (written to a temp file, fsynced, renamed). A crash or an OSError (disk full) at any point leaves
 `latest` on the previous complete checkpoint; a failed save is reported and training goes on.
+
+A checkpoint written by another world size is loaded through DeepSpeed's universal checkpoint,
+made once into `step-N/universal/` (speechlm.train.elastic).
 """
 from __future__ import annotations
 
