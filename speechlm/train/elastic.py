@@ -51,9 +51,11 @@ def fit_accumulation(t, state: dict, world: int) -> str | None:
     if target % per_step == 0:
         acc = target // per_step
         line = None
-        if acc != t.gradient_accumulation_steps or b["world"] != world:
+        if b["world"] != world:
             line = (f"elastic resume: {b['world']} -> {world} processes; gradient accumulation {b['accumulation']} -> "
                     f"{acc} keeps the effective batch at {target} (micro batch {t.per_device_train_batch_size})")
+        elif acc != t.gradient_accumulation_steps:  # an earlier elastic resume changed it: keep it so
+            line = f"resume: gradient accumulation {acc}, as the checkpoint ran, keeps the effective batch at {target}"
         t.gradient_accumulation_steps = acc
         return line
     acc = max(1, round(target / per_step))  # the nearest effective batch this world can make
