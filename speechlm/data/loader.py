@@ -15,6 +15,7 @@ reorder buffer undoes any difference between workers' arrival order and step ord
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import shutil
 import signal
@@ -81,18 +82,31 @@ def _batches(dataset: PlanDataset, num_workers: int, prefetch_factor: int, first
                                          worker_init_fn=_ignore_stop_signals)
     else:
         dl = dataset
+    it = iter(dl)
+    stop = getattr(it, "_shutdown_workers", None)
+    if stop is not None:
+        # The workers ignore SIGTERM, and multiprocessing's exit handler ends daemon children with
+        # terminate() then join(): it would wait forever on workers this generator left running (an
+        # exception upstream keeps it alive in its traceback). Shut them down first: atexit runs the
+        # handlers registered last first.
+        atexit.register(stop)
     pending: dict[int, dict] = {}
     want = first
-    for item in dl:
-        step, batch = item
-        batch.pop("_step", None)
-        stats.update(batch.pop("_stats", {}))
-        pending[int(step)] = batch
-        if int(step) != want:  # the plan's round robin should match the DataLoader's: count if not
-            stats["out_of_order"] += 1
-        while want in pending:
-            yield want, pending.pop(want)
-            want += 1
+    try:
+        for item in it:
+            step, batch = item
+            batch.pop("_step", None)
+            stats.update(batch.pop("_stats", {}))
+            pending[int(step)] = batch
+            if int(step) != want:  # the plan's round robin should match the DataLoader's: count if not
+                stats["out_of_order"] += 1
+            while want in pending:
+                yield want, pending.pop(want)
+                want += 1
+    finally:
+        if stop is not None:
+            atexit.unregister(stop)
+            stop()
     if pending:  # would mean the plan and the workers disagree: fail loudly, never skip steps
         raise RuntimeError(f"reader ended with steps {sorted(pending)} out of order (expected {want})")
 
