@@ -221,6 +221,7 @@ class CheckpointManager:
                 except OSError as e:
                     ok, err = False, repr(e)
         ok = _all_ok(ok)
+        self._retrace(engine)
         if not ok:
             if self.rank == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -232,6 +233,18 @@ class CheckpointManager:
             self._prune()
         _barrier()
         return final
+
+    @staticmethod
+    def _retrace(engine) -> None:
+        """ZeRO-3 prefetches parameters in the order it traced during a step. The save's gathers
+        (export, checkpoint) after a resume left that trace out of step with the next backward
+        ("tracing error ... expected the next 1 parameters in the parameter fetch queue", DeepSpeed
+        #3599): have it trace again from the next step."""
+        offload = getattr(engine.optimizer, "parameter_offload", None)
+        if offload is not None:
+            coordinator = offload.get_param_coordinator()
+            if not coordinator.is_invalid_trace():
+                coordinator._invalidate_trace()
 
     def _publish(self, tmp: Path, final: Path) -> None:
         # A re-save of an existing step (after a resume) is moved aside first: os.rename will not
