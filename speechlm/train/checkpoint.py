@@ -312,6 +312,6 @@ class CheckpointManager:
         if load_path is None:
             raise RuntimeError(f"DeepSpeed found no checkpoint in {folder}")
         if universal:
-            elastic.restore_group_settings(engine.optimizer, settings, engine.lr_scheduler.get_last_lr())
+            elastic.repair_after_universal_load(engine.optimizer, settings, engine.lr_scheduler.get_last_lr())
         ranks = state["ranks"]
         return state, ranks[self.rank] if self.rank < len(ranks) else ranks[0]

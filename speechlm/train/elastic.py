@@ -94,10 +94,20 @@ def group_settings(optimizer) -> list[dict]:
     return [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
 
 
-def restore_group_settings(optimizer, settings: list[dict], last_lrs: list[float]) -> None:
-    """After a universal load under ZeRO-3, DeepSpeed (0.19) gives every parameter group the
-    settings of group 0 (its lr, weight decay, name): the projector's and the LoRA groups' differ.
-    Put back this run's settings, with the lr the scheduler had reached."""
+def repair_after_universal_load(optimizer, settings: list[dict], last_lrs: list[float]) -> None:
+    """Two things DeepSpeed 0.19's universal load gets wrong under ZeRO-3 (`optimizer` is the ZeRO
+    optimizer; its `.optimizer` the torch AdamW):
+    - every parameter group gets the settings of group 0 (lr, weight decay, name), while the
+      projector's and the LoRA/decoder groups differ: this run's settings go back, with the lr the
+      scheduler had reached;
+    - every sub-group's Adam `step` is the SAME tensor object, which torch's AdamW increments in
+      place once per sub-group: after one update a checkpoint at step 8 stood at 14, and the bias
+      correction was wrong (found by the first-update test). Each state gets its own copy."""
     for g, s, lr in zip(optimizer.param_groups, settings, last_lrs):
         g.update(s)
         g["lr"] = lr
+    import torch
+
+    for state in getattr(optimizer, "optimizer", optimizer).state.values():
+        if torch.is_tensor(state.get("step")):
+            state["step"] = state["step"].clone()
