@@ -15,10 +15,12 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's speechlm
 
 
 def trainable_shapes() -> dict[str, tuple]:
