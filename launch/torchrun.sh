@@ -7,6 +7,8 @@
 # Every argument is passed through to launch/train.py. Defaults give one node with every visible
 # GPU (or one process on a CPU machine). RDZV_ID names the job (Slurm passes its job id) so agents
 # of different jobs never join each other. PYTHON picks the interpreter (default: .venv or python3).
+# Restarted with other NNODES / NPROC_PER_NODE on a run with training.resume_from_checkpoint=auto,
+# it resumes elastically (README, "Resuming on a different number of GPUs").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -12,6 +12,9 @@
 # it is passed to torchrun, which passes it to the trainer, which checkpoints at the next step and
 # exits; this script then requeues the job, and the new run resumes (resume_from_checkpoint=auto).
 # `scontrol requeue` (SIGTERM to the job) takes the same path: the trainer saves within KillWait.
+# A requeue that lands on another node count (or GPUs per node) resumes elastically: the optimizer
+# state is converted to DeepSpeed's universal checkpoint, the effective batch and the data order
+# are kept (README, "Resuming on a different number of GPUs").
 #SBATCH --job-name=speechlm
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1

@@ -6,14 +6,19 @@
     state = loader.state_dict()       # {"epoch", "step_in_epoch", "seed", ...}
     loader.load_state_dict(state)     # the next batch is the one after the last one yielded
 
+A state saved under another world size or worker count (an elastic resume) re-plans the rest of
+its epoch for this layout: the clips already consumed are left out (speechlm.data.plan).
+
 Each rank builds the same plan (speechlm.data.plan) and runs its own part with a torch DataLoader
 whose workers collate (features + tokens) in parallel. Batches come out in plan order: a small
 reorder buffer undoes any difference between workers' arrival order and step order.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import shutil
+import signal
 from collections import Counter
 from pathlib import Path
 from typing import Iterator
@@ -86,27 +91,48 @@ def check_sets_for_encoder(cfg, family) -> None:
 
 def _collator_limit(collator) -> tuple[float | None, str]:
     return getattr(collator, "max_seconds", None), getattr(getattr(collator, "family", None), "name", "audio")
+def _ignore_stop_signals(_worker_id: int) -> None:
+    """DataLoader workers leave SIGTERM / SIGUSR1 to the trainer. Slurm (scancel, requeue) and
+    `kill -- -PGID` signal every process of the job: a worker that died of it took the trainer down
+    ("DataLoader worker is killed by signal") before its pre-emption checkpoint. The trainer saves,
+    then closes its loaders, which ends the workers (they also exit when the trainer is gone)."""
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _batches(dataset: PlanDataset, num_workers: int, prefetch_factor: int, first: int,
              stats: Counter) -> Iterator[tuple[int, dict]]:
     if num_workers > 0:
         dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=num_workers,
-                                         prefetch_factor=prefetch_factor, persistent_workers=False)
+                                         prefetch_factor=prefetch_factor, persistent_workers=False,
+                                         worker_init_fn=_ignore_stop_signals)
     else:
         dl = dataset
+    it = iter(dl)
+    stop = getattr(it, "_shutdown_workers", None)
+    if stop is not None:
+        # The workers ignore SIGTERM, and multiprocessing's exit handler ends daemon children with
+        # terminate() then join(): it would wait forever on workers this generator left running (an
+        # exception upstream keeps it alive in its traceback). Shut them down first: atexit runs the
+        # handlers registered last first.
+        atexit.register(stop)
     pending: dict[int, dict] = {}
     want = first
-    for item in dl:
-        step, batch = item
-        batch.pop("_step", None)
-        stats.update(batch.pop("_stats", {}))
-        pending[int(step)] = batch
-        if int(step) != want:  # the plan's round robin should match the DataLoader's: count if not
-            stats["out_of_order"] += 1
-        while want in pending:
-            yield want, pending.pop(want)
-            want += 1
+    try:
+        for item in it:
+            step, batch = item
+            batch.pop("_step", None)
+            stats.update(batch.pop("_stats", {}))
+            pending[int(step)] = batch
+            if int(step) != want:  # the plan's round robin should match the DataLoader's: count if not
+                stats["out_of_order"] += 1
+            while want in pending:
+                yield want, pending.pop(want)
+                want += 1
+    finally:
+        if stop is not None:
+            atexit.unregister(stop)
+            stop()
     if pending:  # would mean the plan and the workers disagree: fail loudly, never skip steps
         raise RuntimeError(f"reader ended with steps {sorted(pending)} out of order (expected {want})")
 
@@ -133,6 +159,8 @@ class TrainLoader:
         self.num_workers, self.prefetch_factor = num_workers, prefetch_factor
         self.seed, self.block = int(seed), int(shuffle_shards_per_block)
         self.epoch, self.step_in_epoch = 0, 0
+        # earlier layouts of this epoch (elastic resume): (world_size, num_workers, steps run)
+        self.done: list[tuple[int, int, int]] = []
         # skipped input (tar_errors, missing_clips, bad_clips, empty_batches) and work done
         # (shards_read, clips_decoded; out_of_order: batches the reorder buffer held), summed over workers
         self.stats: Counter = Counter()
@@ -157,12 +185,14 @@ class TrainLoader:
             self._plan = plan_epoch(self.catalog, self.weights, seed=self.seed, epoch=epoch,
                                     world_size=self.world_size, num_workers=self.num_workers,
                                     shards_per_block=self.block, batch_size=self.batch_size,
-                                    batch_seconds=self.batch_seconds)
+                                    batch_seconds=self.batch_seconds,
+                                    done=self.done if epoch == self.epoch else ())
         return self._plan
 
     @property
     def steps_per_epoch(self) -> int:
-        """Batches every rank runs in the current epoch (known from the manifests alone)."""
+        """Batches every rank runs in the current epoch (known from the manifests alone; after an
+        elastic resume, in the rest of it)."""
         return self.plan().steps
 
     def __len__(self) -> int:
@@ -173,32 +203,44 @@ class TrainLoader:
 
         Bucketing makes the count vary a little from epoch to epoch, so each epoch is planned."""
         whole = int(num_epochs)
-        total = sum(self.plan(e).steps for e in range(whole))
-        if num_epochs > whole:
-            total += int(round((num_epochs - whole) * self.plan(whole).steps))
-        self._plan = None
+        done, self.done = self.done, []  # whole epochs under this layout
+        try:
+            total = sum(self.plan(e).steps for e in range(whole))
+            if num_epochs > whole:
+                total += int(round((num_epochs - whole) * self.plan(whole).steps))
+        finally:
+            self.done, self._plan = done, None
         return total
 
     def set_epoch(self, epoch: int) -> None:
         # the same epoch keeps the position (a resume loaded it); a new one starts at its first batch
         if epoch != self.epoch:
-            self.epoch, self.step_in_epoch = int(epoch), 0
+            self.epoch, self.step_in_epoch, self.done = int(epoch), 0, []
+            self._plan = None
 
     # ------------------------------------------------------------------ state
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "step_in_epoch": self.step_in_epoch, "seed": self.seed,
-                "world_size": self.world_size, "num_workers": self.num_workers}
+                "world_size": self.world_size, "num_workers": self.num_workers,
+                "done": [list(d) for d in self.done]}
 
     def load_state_dict(self, state: dict) -> None:
         self.epoch, self.step_in_epoch = int(state["epoch"]), int(state["step_in_epoch"])
         self.seed = int(state.get("seed", self.seed))
-        layout = (state.get("world_size", self.world_size), state.get("num_workers", self.num_workers))
+        self.done = [tuple(int(x) for x in d) for d in state.get("done", [])]
+        layout = (int(state.get("world_size", self.world_size)), int(state.get("num_workers", self.num_workers)))
         if layout != (self.world_size, self.num_workers):
-            # the plan depends on the stream count; the step is kept, the clips of the epoch's rest differ
-            log.warning("resuming with world_size=%d num_workers=%d, saved under %d/%d: the rest of epoch %d "
-                        "follows a different plan (some clips may repeat or be missed)",
-                        self.world_size, self.num_workers, *layout, self.epoch)
+            # the plan depends on the stream count: the epoch's rest is planned again for this layout
+            if self.step_in_epoch > 0:
+                self.done.append((*layout, self.step_in_epoch))
+            self._plan = None
+            rest = self.plan()
+            log.warning("elastic resume: epoch %d was run by %d ranks x %d workers up to step %d; its remaining "
+                        "%d clips are planned again for %d ranks x %d workers (%d steps per rank)",
+                        self.epoch, *layout, self.step_in_epoch, rest.clips, self.world_size, self.num_workers,
+                        rest.steps)
+            self.step_in_epoch = 0
         self._plan = None
 
     # ------------------------------------------------------------------ iteration
@@ -214,7 +256,7 @@ class TrainLoader:
                 self.step_in_epoch = step + 1
                 yield batch
         # a finished epoch moves on, so the next `for batch in loader` is the next epoch
-        self.epoch, self.step_in_epoch = self.epoch + 1, 0
+        self.epoch, self.step_in_epoch, self.done = self.epoch + 1, 0, []
 
 
 class EvalLoader:

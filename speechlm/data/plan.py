@@ -15,6 +15,14 @@ Order of operations for epoch e (seeded by (seed, e)):
      duration, cut batches (by clip count or total seconds), shuffle the batch order;
   5. per rank: interleave its workers' batches round robin (the order torch's DataLoader yields
      them), add weight-0 padding batches up to the max over ranks.
+
+Elastic resume: an epoch interrupted under one layout (world size x workers) and resumed under
+another keeps its clips. `plan_epoch(..., done=[(world, workers, steps), ...])` replays the plan of
+each earlier layout, takes out the clips its first `steps` batches consumed, and plans the rest for
+the current layout: units keep the epoch's shuffled order and are cut into streams of equal clip
+counts (step 3), then steps 4-5 as usual, freshly seeded. Every clip of the
+epoch is then seen exactly once across the interruption, and every rank again runs the same
+number of steps.
 """
 from __future__ import annotations
 
@@ -172,6 +180,19 @@ def split_streams(units: list[np.ndarray], world_size: int, workers: int) -> lis
     return streams
 
 
+def split_even(units: list[np.ndarray], G: int) -> list[list[np.ndarray]]:
+    """G streams of equal clip counts (+-1): the units' clips in order, cut into G runs, so each
+    stream reads a few consecutive (partial) shards."""
+    every = np.concatenate(units) if units else np.zeros(0, dtype=np.int64)
+    unit_of = np.repeat(np.arange(len(units)), [len(u) for u in units])
+    cuts = np.linspace(0, len(every), G + 1).round().astype(np.int64)
+    streams = []
+    for j in range(G):
+        mine, owner = every[cuts[j]:cuts[j + 1]], unit_of[cuts[j]:cuts[j + 1]]
+        streams.append([mine[owner == u] for u in np.unique(owner)])
+    return streams
+
+
 # ------------------------------------------------------------------ step 4: blocks and batches
 
 
@@ -246,6 +267,17 @@ class EpochPlan:
                     i += 1
         return sorted(out)
 
+    @property
+    def clips(self) -> int:
+        return int(sum(len(b) for ranks in self.workers for blocks in ranks for blk in blocks
+                       for b in blk.batches if b is not PAD))
+
+    def consumed(self, steps: int) -> np.ndarray:
+        """The clips (gids, with repeats) that the first `steps` steps of every rank batch."""
+        got = [b for ranks in self.workers for blocks in ranks for blk in blocks
+               for s, b in zip(blk.steps, blk.batches) if s < steps and b is not PAD]
+        return np.concatenate(got) if got else np.zeros(0, dtype=np.int64)
+
 
 def assign_steps(worker_blocks: list[list[Block]], steps: int) -> None:
     """Pad a rank's workers up to `steps` batches in all and number them in DataLoader order.
@@ -288,17 +320,52 @@ def plan_epoch(
     shards_per_block: int,
     batch_size: int,
     batch_seconds: float = 0.0,
+    done: list[tuple[int, int, int]] | tuple = (),
 ) -> EpochPlan:
+    """The epoch's plan for this layout; `done` lists earlier layouts of the same epoch, oldest
+    first, as (world_size, num_workers, steps run): their clips are left out (elastic resume)."""
+    units = epoch_units(catalog, weights, seed, epoch)
+    opts = dict(seed=seed, epoch=epoch, shards_per_block=shards_per_block, batch_size=batch_size,
+                batch_seconds=batch_seconds)
+    for k, (ws, nw, steps) in enumerate(done):
+        earlier = _plan_units(catalog, units, world_size=int(ws), num_workers=int(nw), segment=k, **opts)
+        units = _without(units, earlier.consumed(int(steps)), catalog.num_clips)
+    return _plan_units(catalog, units, world_size=world_size, num_workers=num_workers, segment=len(done), **opts)
+
+
+def _plan_units(catalog, units, *, seed, epoch, world_size, num_workers, shards_per_block, batch_size,
+                batch_seconds, segment) -> EpochPlan:
     workers = max(1, num_workers)
     G = world_size * workers
-    units = epoch_units(catalog, weights, seed, epoch)
-    streams = split_streams(units, world_size, workers)
+    # an epoch's rest holds partly read shards of any size: whole ones would leave ranks uneven
+    streams = split_streams(units, world_size, workers) if segment == 0 else split_even(units, G)
+    # segment 0 is the ordinary plan; a re-plan of an epoch's rest shuffles afresh
+    key = (seed, epoch, 3) if segment == 0 else (seed, epoch, 3, segment)
     per_stream = [
         stream_blocks(catalog, streams[j], shards_per_block=shards_per_block, batch_size=batch_size,
-                      batch_seconds=batch_seconds, rng=_rng(seed, epoch, 3, j))
+                      batch_seconds=batch_seconds, rng=_rng(*key[:3], j, *key[3:]))
         for j in range(G)
     ]
     return _finish(per_stream, world_size, workers, epoch, units)
+
+
+def _without(units: list[np.ndarray], taken: np.ndarray, num_clips: int) -> list[np.ndarray]:
+    """`units` less the clips in `taken`, as a multiset: a set mixed in with weight 2 has each clip
+    twice per epoch, and a clip taken once leaves its later occurrence. Empty units are dropped."""
+    if not units:
+        return []
+    every = np.concatenate(units)
+    owed = np.bincount(taken.astype(np.int64), minlength=num_clips) if len(taken) else np.zeros(num_clips, np.int64)
+    order = np.argsort(every, kind="stable")  # the occurrence number of each clip, in unit order
+    ranked = every[order]
+    first = np.concatenate([[0], np.flatnonzero(np.diff(ranked)) + 1]) if len(ranked) else np.zeros(0, np.int64)
+    group = np.searchsorted(first, np.arange(len(ranked)), side="right") - 1
+    occurrence = np.empty(len(every), dtype=np.int64)
+    occurrence[order] = np.arange(len(ranked)) - first[group]
+    keep = occurrence >= owed[every]
+    bounds = np.cumsum([0] + [len(u) for u in units])
+    rest = [u[keep[bounds[i]:bounds[i + 1]]] for i, u in enumerate(units)]
+    return [u for u in rest if len(u)]
 
 
 def plan_eval(

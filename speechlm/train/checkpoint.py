@@ -4,6 +4,9 @@ A save builds `checkpoints/.tmp-step-N/` (DeepSpeed state in `ds/`, the exported
 `trainer_state.json`), fsyncs it, renames it to `step-N/`, and only then moves the `latest` pointer
 (written to a temp file, fsynced, renamed). A crash or an OSError (disk full) at any point leaves
 `latest` on the previous complete checkpoint; a failed save is reported and training goes on.
+
+A checkpoint written by another world size is loaded through DeepSpeed's universal checkpoint,
+made once into `step-N/universal/` (speechlm.train.elastic).
 """
 from __future__ import annotations
 
@@ -223,6 +226,7 @@ class CheckpointManager:
                 except OSError as e:
                     ok, err = False, repr(e)
         ok = _all_ok(ok)
+        self._retrace(engine)
         if not ok:
             if self.rank == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -234,6 +238,18 @@ class CheckpointManager:
             self._prune()
         _barrier()
         return final
+
+    @staticmethod
+    def _retrace(engine) -> None:
+        """ZeRO-3 prefetches parameters in the order it traced during a step. The save's gathers
+        (export, checkpoint) after a resume left that trace out of step with the next backward
+        ("tracing error ... expected the next 1 parameters in the parameter fetch queue", DeepSpeed
+        #3599): have it trace again from the next step."""
+        offload = getattr(engine.optimizer, "parameter_offload", None)
+        if offload is not None:
+            coordinator = offload.get_param_coordinator()
+            if not coordinator.is_invalid_trace():
+                coordinator._invalidate_trace()
 
     def _publish(self, tmp: Path, final: Path) -> None:
         # A re-save of an existing step (after a resume) is moved aside first: os.rename will not
@@ -259,16 +275,48 @@ class CheckpointManager:
                 shutil.rmtree(p, ignore_errors=True)
 
     # ------------------------------------------------------------------ load
-    def load(self, path: Path, engine) -> tuple[dict, dict]:
-        """Restore the engine (module, optimizer, scheduler); returns (trainer_state, this rank's state)."""
-        state = json.loads((path / "trainer_state.json").read_text())
-        if state["world_size"] != self.world:
-            from speechlm.config import ConfigError
+    @staticmethod
+    def read_state(path: Path) -> dict:
+        return json.loads((path / "trainer_state.json").read_text())
 
-            raise ConfigError(f"training.resume_from_checkpoint: {path} was written by {state['world_size']} "
-                              f"processes; resuming with {self.world} would change the data order")
-        load_path, _ = engine.load_checkpoint(str(path / "ds"), tag=DS_TAG, load_module_strict=False,
+    def universal(self, path: Path) -> Path:
+        """Collective: `path`'s DeepSpeed state as a universal checkpoint (rank 0 converts it once)."""
+        from speechlm.train import elastic
+
+        out = path / elastic.UNIVERSAL_DIR
+        ok, err = True, ""
+        if self.rank == 0 and not (out / DS_TAG).is_dir():
+            try:
+                took = elastic.convert(path / "ds", DS_TAG, out)
+                _fsync_tree(out)
+                _fsync_dir(path)
+                log.warning("converted %s to a universal checkpoint for %d processes in %.1f s", path, self.world, took)
+            except Exception as e:  # every rank must leave together, not wait for a rank that died
+                ok, err = False, str(e)
+        if not _all_ok(ok):
+            raise RuntimeError(err or "the universal conversion failed on rank 0")
+        return out
+
+    def load(self, path: Path, engine) -> tuple[dict, dict]:
+        """Restore the engine (module, optimizer, scheduler); returns (trainer_state, this rank's state).
+
+        A checkpoint from another world size goes through DeepSpeed's universal checkpoint (the
+        engine must have been built with `"checkpoint": {"load_universal": true}`); every rank's
+        reader state is the same, and a rank the saving run did not have takes rank 0's RNG state
+        (all ranks start from the same seed anyway)."""
+        from speechlm.train import elastic
+
+        state = self.read_state(path)
+        universal = state["world_size"] != self.world
+        folder = self.universal(path) if universal else path / "ds"
+        if universal != bool(engine.load_universal_checkpoint()):
+            raise RuntimeError("the engine's checkpoint.load_universal does not match the checkpoint's world size")
+        settings = elastic.group_settings(engine.optimizer)
+        load_path, _ = engine.load_checkpoint(str(folder), tag=DS_TAG, load_module_strict=False,
                                               load_optimizer_states=True, load_lr_scheduler_states=True)
         if load_path is None:
-            raise RuntimeError(f"DeepSpeed found no checkpoint in {path / 'ds'}")
-        return state, state["ranks"][self.rank]
+            raise RuntimeError(f"DeepSpeed found no checkpoint in {folder}")
+        if universal:
+            elastic.repair_after_universal_load(engine.optimizer, settings, engine.lr_scheduler.get_last_lr())
+        ranks = state["ranks"]
+        return state, ranks[self.rank] if self.rank < len(ranks) else ranks[0]

@@ -23,6 +23,7 @@ from speechlm import config as config_mod
 from speechlm.config import Config, ConfigError
 from speechlm.train import autobatch
 from speechlm.train import checkpoint as ckpt_mod
+from speechlm.train import elastic
 from speechlm.train import engine as engine_mod
 from speechlm.train import optim
 from speechlm.train.data import check_encoder_limits, ensure_shards, make_loaders
@@ -94,12 +95,21 @@ class Trainer:
 
         set_seed(t.seed)
         self.run_dir = self._run_dir()
+        self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit)
+        resume = self.ckpt.resolve(t.resume_from_checkpoint)
+        saved = self.ckpt.read_state(resume) if resume is not None else None
+        self.configured_accumulation = t.gradient_accumulation_steps
+        elastic_line = None
+        if saved is not None:  # another world size: keep the effective batch, load ZeRO state via universal
+            elastic_line = elastic.fit_accumulation(t, saved, self.world)
         from speechlm.model import build_model
 
         self.model = build_model(cfg)
         if self.auto is not None:  # on CUDA: the worst case once, halving on OOM, before the engine exists
             self.auto = autobatch.probe(cfg, self.model, self.auto, self.device, self.world)
-            ds_cfg = engine_mod.build_ds_config(cfg, self.world)
+        ds_cfg = engine_mod.build_ds_config(cfg, self.world)  # again: auto batch and elastic resume may adjust t
+        if saved is not None and saved["world_size"] != self.world:
+            ds_cfg["checkpoint"] = {**ds_cfg.get("checkpoint", {}), "load_universal": True}
         self.train_loader, self.eval_loader = make_loaders(cfg, self.model, self.rank, self.world)
         ga = t.gradient_accumulation_steps
         self.steps_per_epoch = self.train_loader.steps_per_epoch // ga
@@ -107,15 +117,16 @@ class Trainer:
             raise ConfigError(f"data.train: {self.train_loader.steps_per_epoch} batches per rank per epoch is fewer "
                               f"than training.gradient_accumulation_steps={ga}")
         self.total_steps = optim.total_steps(t, self.steps_per_epoch)
+        if saved is not None and t.max_steps <= 0 and (saved["world_size"], elastic.saved_batch(saved)["accumulation"]) \
+                != (self.world, ga):
+            self.total_steps = saved["total_steps"]  # the LR schedule keeps its length in optimizer steps
         self.optimizer = optim.build_optimizer(self.model, t)
         self.scheduler = optim.build_scheduler(self.optimizer, t, self.total_steps)
         self.engine = engine_mod.build_engine(self.model, self.optimizer, self.scheduler, ds_cfg)
         from speechlm.model.kernels import log_kernels  # after the engine: ZeRO-3 partitioning decides the loss kernel
 
         log_kernels(self.model, self.device)
-        self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit)
         self.step, self.epoch = 0, 0
-        resume = self.ckpt.resolve(t.resume_from_checkpoint)
         if resume is not None:
             state, mine = self.ckpt.load(resume, self.engine)
             self.step = state["step"]
@@ -135,6 +146,8 @@ class Trainer:
         self.metrics = Metrics(cfg, self.run_dir, self.rank, self.total_steps, self.step)
         self.ledger = open(self.run_dir / f"clips.rank{self.rank}.jsonl", "a")
         effective = t.per_device_train_batch_size * t.gradient_accumulation_steps * self.world
+        if elastic_line:
+            self.metrics.line(elastic_line)
         self.metrics.line(f"run {self.run_dir}: world {self.world} x micro batch {t.per_device_train_batch_size} x "
                           f"accumulation {t.gradient_accumulation_steps} = effective batch {effective}; "
                           f"{self.total_steps} steps ({self.steps_per_epoch}/epoch); ZeRO-{cfg.deepspeed.zero_stage}"
@@ -198,7 +211,8 @@ class Trainer:
                 batch, batches = self._next_batch(batches)
                 real = [i for i, w in zip(batch["ids"], batch["weight"].tolist()) if w > 0]
                 ids.extend(real)
-                self.ledger.write(json.dumps({"step": self.step, "micro": micro, "ids": real}) + "\n")
+                self.ledger.write(json.dumps({"step": self.step, "micro": micro, "epoch": self.train_loader.epoch,
+                                              "ids": real}) + "\n")
                 out = self.engine(**_to_device(batch, self.device))
                 loss = out.loss
                 self.engine.backward(loss)
@@ -308,7 +322,9 @@ class Trainer:
         return loss
 
     def save(self) -> bool:
-        trainer_state = {"epoch": self.epoch, "total_steps": self.total_steps,
+        batch = {"micro": self.t.per_device_train_batch_size, "accumulation": self.t.gradient_accumulation_steps,
+                 "world": self.world, "configured_accumulation": self.configured_accumulation}
+        trainer_state = {"epoch": self.epoch, "total_steps": self.total_steps, "batch": batch,
                          "scheduler": self.scheduler.state_dict(), "config": config_mod.to_dict(self.cfg)}
         local = {"reader": self.train_loader.state_dict(), "rng": ckpt_mod.rng_state()}
         path = self.ckpt.save(self.step, self.engine, self.model, trainer_state, local)
