@@ -80,9 +80,14 @@ def cache_root() -> Path:
 
 
 def resolve(model_id: str) -> str:
-    """`tiny/<name>` -> its local directory (built on first use); anything else unchanged."""
+    """`tiny/<name>` -> its local directory (built on first use); `offline/<name>` -> the converted
+    real weights (speechlm.pretrained); anything else unchanged."""
     if isinstance(model_id, str) and model_id.startswith(PREFIX):
         return str(ensure(model_id[len(PREFIX):]))
+    if isinstance(model_id, str) and model_id.startswith("offline/"):
+        from speechlm import pretrained  # imported here: it builds on this module's cache
+
+        return pretrained.resolve(model_id)
     return model_id
 
 
