@@ -1,7 +1,7 @@
 """The collator: clips + transcripts -> the batch format of docs/design.md ("Batches").
 
 Each example is `prompt_ids(n audio placeholders)` (the exact ids inference uses) followed by
-`target_ids(transcript)` (transcript + <|im_end|>); labels are -100 everywhere but the target.
+`target_ids(transcript)` (transcript + the template's end-of-turn token); labels are -100 everywhere but the target.
 It runs inside DataLoader workers, so it must pickle (a tokenizer and a FeatureExtractor do).
 """
 from __future__ import annotations
