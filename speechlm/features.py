@@ -1,4 +1,4 @@
-"""Granite Speech 5 log-mel features in pure torch, and the audio-token arithmetic.
+"""Granite Speech 5 log-mel features in pure torch (the frame arithmetic lives in speechlm.model.encoders.granite).
 
 transformers' `GraniteSpeech5FeatureExtractor` computes these features through torchaudio, which
 can't be installed beside every torch build. This module does the same math with `torch.stft` and
@@ -12,7 +12,6 @@ delta concatenated, then pairs of frames stacked: [T, 4 * num_mel_bins].
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -42,23 +41,6 @@ def compute_deltas(specgram: torch.Tensor, win_length: int = 3) -> torch.Tensor:
 def num_feature_frames(num_samples: int) -> int:
     """Encoder input frames for a clip: mel frames (num_samples // hop) stacked in pairs, rounded up."""
     return -(-(int(num_samples) // 160) // 2)
-
-
-def conv_output_length(length: int, conv_layers) -> int:
-    for padding, kernel, stride in conv_layers:
-        length = (length + 2 * padding - kernel) // stride + 1
-    return length
-
-
-def audio_token_count(num_samples: int, encoder_conv_layers, pool_stride: int) -> int:
-    """How many `<audio>` placeholders a clip gets: what the projector emits for it.
-
-    Feature frames through each encoder subsampling layer [padding, kernel, stride], then the
-    projector's frame stacking by `pool_stride` k: (L - k) // k + 1.
-    """
-    length = conv_output_length(num_feature_frames(num_samples), encoder_conv_layers)
-    k = int(pool_stride)
-    return max(0, (length - k) // k + 1)
 
 
 @dataclass
@@ -93,6 +75,14 @@ class FeatureExtractor:
     @property
     def feature_size(self) -> int:
         return self.num_mel_bins * 2 * self.frame_stacking
+
+    @property
+    def frames_per_second(self) -> float:
+        return self.sampling_rate / self.hop_length / self.frame_stacking
+
+    @property
+    def min_samples(self) -> int:
+        return self.hop_length
 
     def num_feature_frames(self, num_samples: int) -> int:
         return -(-(int(num_samples) // self.hop_length) // self.frame_stacking)

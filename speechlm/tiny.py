@@ -5,6 +5,9 @@ through exactly the same `from_pretrained` code as a hub id:
 
 - `granite_speech5`: a small `GraniteSpeech5ForCTC` (the hub checkpoints' class), whose encoder
   the model loads with `GraniteSpeech5Encoder.from_pretrained`, plus `preprocessor_config.json`;
+- `whisper`: a small `WhisperForConditionalGeneration` (the class of the `openai/whisper-*`
+  checkpoints; only its encoder is loaded), with 30 s of positions like the real ones, plus
+  `preprocessor_config.json`;
 - `qwen3_5`: a small `Qwen3_5ForCausalLM` with the hybrid linear/full attention layer pattern;
 - `qwen3`: a small `Qwen3ForCausalLM`;
 both decoders ship the same locally trained byte-level BPE tokenizer with a Qwen3-style ChatML
@@ -27,7 +30,7 @@ from pathlib import Path
 import torch
 
 VERSION = 2  # 2: encoder CTC vocabulary 64 (room for word-level CTC pretraining)
-NAMES = ("granite_speech5", "qwen3_5", "qwen3", "llama3")
+NAMES = ("granite_speech5", "whisper", "qwen3_5", "qwen3", "llama3")
 PREFIX = "tiny/"
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<audio>"]
@@ -246,4 +249,19 @@ def _build_granite_speech5(out: Path) -> None:
     (out / "preprocessor_config.json").write_text(json.dumps(fe, indent=2) + "\n")
 
 
-_BUILDERS = {"granite_speech5": _build_granite_speech5, "qwen3_5": _build_qwen3_5, "qwen3": _build_qwen3, "llama3": _build_llama3}
+def _build_whisper(out: Path) -> None:
+    from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = WhisperConfig(
+        vocab_size=64, num_mel_bins=80, d_model=64, encoder_layers=2, encoder_attention_heads=4,
+        decoder_layers=1, decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+        max_source_positions=1500, max_target_positions=32, pad_token_id=0, bos_token_id=1,
+        eos_token_id=1, decoder_start_token_id=2, begin_suppress_tokens=None, suppress_tokens=None,
+    )
+    WhisperForConditionalGeneration(cfg).save_pretrained(out)
+    WhisperFeatureExtractor(feature_size=80).save_pretrained(out)
+
+
+_BUILDERS = {"granite_speech5": _build_granite_speech5, "whisper": _build_whisper, "qwen3_5": _build_qwen3_5,
+             "qwen3": _build_qwen3, "llama3": _build_llama3}

@@ -4,11 +4,10 @@ import torch
 
 from speechlm import text
 from speechlm.config import Config, ModelConfig, TrainingConfig
-from speechlm.features import audio_token_count
 
 
-def tiny_config(decoder="tiny/qwen3_5", stride=1, calibrate=False, **training) -> Config:
-    m = ModelConfig(audio_model_id="tiny/granite_speech5", text_model_id=decoder, projector_hidden_dim=64,
+def tiny_config(decoder="tiny/qwen3_5", stride=1, calibrate=False, encoder="tiny/granite_speech5", **training) -> Config:
+    m = ModelConfig(audio_model_id=encoder, text_model_id=decoder, projector_hidden_dim=64,
                     projector_pool_stride=stride, lora_rank=4, lora_alpha=8, calibrate_projector=calibrate)
     return Config(model=m, training=TrainingConfig(**training))
 
@@ -22,7 +21,7 @@ def batch(model, clips, transcripts=("hello world", "the cat sat"), weight=None)
     feats, mask = model.features(clips)
     rows, labels = [], []
     for w, t in zip(clips, transcripts):
-        n = audio_token_count(len(w), model.cfg.encoder_conv_layers, model.cfg.projector_pool_stride)
+        n = model.family.audio_token_count(len(w), model.cfg.projector_pool_stride)
         p = text.prompt_ids(model.tokenizer, n, model.cfg.prompt, model.cfg.audio_token)
         tg = text.target_ids(model.tokenizer, t)
         rows.append(p + tg)

@@ -11,11 +11,11 @@ import torch
 from speechlm import text, tiny
 from speechlm.config import ConfigError, DataSet
 from speechlm.data import Collator, TrainLoader
-from speechlm.features import audio_token_count, num_feature_frames
+from speechlm.features import num_feature_frames
+from speechlm.model.encoders import family_for
 from test_data_util import write_set
 
 PROMPT = "Transcribe the audio."
-CONV = [[0, 2, 2], [0, 2, 2]]
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +23,19 @@ def tok():
     return text.load_tokenizer(str(tiny.ensure("qwen3_5")), "<audio>")
 
 
-def make(tok, pool_stride=1, conv=CONV):
-    return Collator(tok, prompt=PROMPT, audio_token="<audio>", encoder_conv_layers=conv, pool_stride=pool_stride)
+@pytest.fixture(scope="module")
+def granite():
+    return family_for("tiny/granite_speech5")
+
+
+@pytest.fixture(scope="module")
+def whisper():
+    return family_for("tiny/whisper")
+
+
+def make(tok, pool_stride=1, family=None):
+    family = family or family_for("tiny/granite_speech5")
+    return Collator(tok, prompt=PROMPT, audio_token="<audio>", family=family, pool_stride=pool_stride)
 
 
 def samples(lengths, texts):
@@ -37,16 +48,17 @@ TEXTS = ["hello world", "the cat sat on the mat and the dog ran in the park", "o
 LENGTHS = [16000, 5000, 23456]
 
 
-@pytest.mark.parametrize("pool_stride,conv", [(1, CONV), (2, CONV), (3, [[1, 3, 2]])])
-def test_placeholders_and_label_mask(tok, pool_stride, conv):
-    col = make(tok, pool_stride, conv)
+@pytest.mark.parametrize("pool_stride,name", [(1, "granite"), (2, "granite"), (3, "granite"), (1, "whisper"), (4, "whisper")])
+def test_placeholders_and_label_mask(tok, pool_stride, name, request):
+    family = request.getfixturevalue(name)
+    col = make(tok, pool_stride, family)
     batch = col(samples(LENGTHS, TEXTS))
     audio_id = text.audio_token_id(tok)
     for i, (n, t) in enumerate(zip(LENGTHS, TEXTS)):
         ids, labels, att = batch["input_ids"][i], batch["labels"][i], batch["attention_mask"][i]
         k = int(att.sum())
         assert att[:k].all() and not att[k:].any()  # right padding
-        n_audio = audio_token_count(n, conv, pool_stride)
+        n_audio = family.audio_token_count(n, pool_stride)
         assert n_audio > 0 and int((ids == audio_id).sum()) == n_audio
         # the prefix is exactly what inference feeds the model
         prompt = text.prompt_ids(tok, n_audio, PROMPT)
@@ -81,12 +93,13 @@ def test_picklable(tok):
 
 def test_loader_with_collator_in_workers(tmp_path, tok):
     path = write_set(tmp_path, "a", [3, 3, 2], min_s=0.3, max_s=0.8)
-    loader = TrainLoader([DataSet(str(path))], make(tok), batch_size=2, num_workers=2, seed=1)
+    col = make(tok)
+    loader = TrainLoader([DataSet(str(path))], col, batch_size=2, num_workers=2, seed=1)
     batches = list(loader)
     assert len(batches) == loader.plan(0).steps
     for b in batches:
         n = [round(float(s) * 16000) for s in b["audio_seconds"]]
-        assert (b["input_ids"] == text.audio_token_id(tok)).sum(1).tolist() == [audio_token_count(x, CONV, 1) for x in n]
+        assert (b["input_ids"] == text.audio_token_id(tok)).sum(1).tolist() == [col.num_audio_tokens(x) for x in n]
         assert all(tok.decode(row[row != -100].tolist()) == f"clip {i}<|im_end|>" for row, i in zip(b["labels"], b["ids"]))
 
 

@@ -44,7 +44,6 @@ def _stereo_44k(wave16k: np.ndarray, path: Path) -> Path:
 def short_demo(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("demo")
     out = demo.main(["--shards", str(_small_recipe(tmp)), "--out", str(tmp / "outputs"), "--name", "short",
-                     "--ctc-steps", "20",
                      "training.max_steps=6", "training.eval_steps=3", "training.save_steps=3",
                      "training.warmup_steps=2", "model.max_new_tokens=8"])
     return tmp, out

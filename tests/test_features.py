@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers.audio_utils import mel_filter_bank, spectrogram, window_function
 
-from speechlm.features import FeatureExtractor, audio_token_count, compute_deltas, num_feature_frames
+from speechlm.features import FeatureExtractor, compute_deltas, num_feature_frames
 
 REF = Path(__file__).parent / "data" / "granite_features_ref.npz"
 
@@ -66,14 +66,6 @@ def test_compute_deltas_formula():
     padded = torch.nn.functional.pad(x.reshape(1, -1, 20), (n, n), mode="replicate").reshape(3, 7, -1)
     ref = sum(i * (padded[..., n + i: n + i + 20] - padded[..., n - i: n - i + 20]) for i in (1, 2)) / 10
     torch.testing.assert_close(compute_deltas(x, 5), ref)
-
-
-def test_token_count_arithmetic():
-    layers = [[0, 2, 2], [0, 2, 2]]
-    assert num_feature_frames(16000) == 50 and num_feature_frames(16159) == 50 and num_feature_frames(16160) == 51
-    assert audio_token_count(16000, layers, 1) == 12  # 50 -> 25 -> 12 frames, ~12.5 per second
-    assert audio_token_count(16000, layers, 2) == 6
-    assert audio_token_count(16000, [[1, 3, 2]], 3) == (((50 + 2 - 3) // 2 + 1) - 3) // 3 + 1
 
 
 def test_settings_round_trip_and_errors():

@@ -5,7 +5,6 @@ import torch.nn.functional as F
 
 from model_helpers import batch, snapshot, tiny_config, train_steps, waves
 from speechlm.config import ConfigError
-from speechlm.features import audio_token_count
 from speechlm.model import build_model, calibrate
 
 
@@ -20,7 +19,7 @@ def test_placeholder_count_equals_projector_output(stride):
     lengths = [1600, 1759, 3200, 4001, 7777, 16000, 16160, 23999]
     feats, mask = m.features(waves(lengths))
     proj, emitted = m.encode_audio(feats, mask)
-    expected = [audio_token_count(n, m.cfg.encoder_conv_layers, stride) for n in lengths]
+    expected = [m.family.audio_token_count(n, stride) for n in lengths]
     assert emitted.tolist() == expected == m.audio_lengths(mask).tolist()
     assert proj.shape[1] >= max(expected)
     # a wrong number of placeholders is a clear error, never a silent misalignment

@@ -248,7 +248,6 @@ def test_override_index_changes_exactly_that_element():
     ("data.train.1.wieght=1", ["'data.train[1].wieght'", "'weight'", "command line"]),
     ("data.train.1.weight=heavy", ["data.train[1].weight", "expected float", "'heavy'"]),
     ("data.train.0.path=[a]", ["data.train[0].path", "expected str"]),
-    ("model.encoder_conv_layers.0.1=3", ["model.encoder_conv_layers", "give the whole list"]),
 ])
 def test_override_index_mistake_is_one_line(override, must):
     with pytest.raises(ConfigError) as exc:

@@ -88,11 +88,12 @@ def test_label_mask_and_inference_prompt_per_template(family):
     """The training sequence is the template's rendering of the whole conversation, token for token;
     its unlabeled part is exactly the inference prompt; the labels are the transcript + end of turn."""
     from speechlm.data import Collator
+    from speechlm.model.encoders import family_for
 
     tok, eot, after_eot = _family(family)
     assert text.end_of_turn_id(tok) == tok.convert_tokens_to_ids(eot)
-    col = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>", encoder_conv_layers=[[0, 2, 2]],
-                   pool_stride=1)
+    col = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>", family=family_for("tiny/whisper"),
+                   pool_stride=4)
     transcript = "the cat sat on the mat"
     batch = col([{"id": "a", "text": transcript, "audio": np.zeros(3200, np.float32)}])
     n = col.num_audio_tokens(3200)

@@ -14,14 +14,14 @@ class ConfigError(ValueError):
 
 @dataclass
 class ModelConfig:
+    # the encoder family (speechlm.model.encoders) comes from this checkpoint's model_type:
+    # Granite Speech 5 (granite_speech5_ctc) or Whisper (whisper)
     audio_model_id: str = "ibm-granite/granite-speech-5.0-470m-turboctc-nc"
     text_model_id: str = "Qwen/Qwen3.5-2B"
     model_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
     projector_dtype: Literal["bfloat16", "float32"] = "float32"
     projector_pool_stride: int = 1
     projector_hidden_dim: int = 4096
-    # [padding, kernel, stride] per time-subsampling layer of the encoder (Granite Speech 5: ~4x)
-    encoder_conv_layers: list[list[int]] = field(default_factory=lambda: [[0, 2, 2], [0, 2, 2]])
     calibrate_projector: bool = True
     use_lora: bool = True
     lora_rank: int = 64

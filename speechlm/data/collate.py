@@ -1,8 +1,10 @@
 """The collator: clips + transcripts -> the batch format of docs/design.md ("Batches").
 
 Each example is `prompt_ids(n audio placeholders)` (the exact ids inference uses) followed by
-`target_ids(transcript)` (transcript + the template's end-of-turn token); labels are -100 everywhere but the target.
-It runs inside DataLoader workers, so it must pickle (a tokenizer and a FeatureExtractor do).
+`target_ids(transcript)` (transcript + the template's end-of-turn token); labels are -100 everywhere
+but the target.
+The encoder family (speechlm.model.encoders) gives the features and the placeholder count.
+It runs inside DataLoader workers, so it must pickle (a tokenizer and a family do).
 """
 from __future__ import annotations
 
@@ -11,31 +13,35 @@ import torch
 
 from speechlm import text
 from speechlm.audio import SAMPLE_RATE
-from speechlm.features import FeatureExtractor, audio_token_count
 
 IGNORE = -100
 
 
 class Collator:
-    def __init__(self, tokenizer, *, prompt: str, audio_token: str, encoder_conv_layers,
-                 pool_stride: int, feature_extractor: FeatureExtractor | None = None):
+    def __init__(self, tokenizer, *, prompt: str, audio_token: str, family, pool_stride: int):
         self.tokenizer = tokenizer
         self.prompt = prompt
         self.audio_token = audio_token
-        self.encoder_conv_layers = [list(x) for x in encoder_conv_layers]
+        self.family = family
         self.pool_stride = int(pool_stride)
-        self.features = feature_extractor or FeatureExtractor()
+        self.features = family.features
         self.pad_id = tokenizer.pad_token_id
-        self.min_samples = self.features.hop_length  # shorter clips have no feature frame: the reader drops them
+        self.min_samples = self.features.min_samples  # shorter clips have no feature frame: the reader drops them
+        self.max_seconds = family.max_seconds  # the loaders refuse shard sets with longer clips
         text.audio_token_id(tokenizer, audio_token)  # fail here, not in a worker, if it is missing
         # the prompt depends only on the placeholder count, which takes few distinct values
         self._prompts: dict[int, list[int]] = {}
 
     @classmethod
-    def from_config(cls, cfg, tokenizer) -> "Collator":
+    def from_config(cls, cfg, tokenizer, family=None) -> "Collator":
+        """`family` defaults to the one `model.audio_model_id` names (read from its config)."""
         m = cfg.model
-        return cls(tokenizer, prompt=m.prompt, audio_token=m.audio_token,
-                   encoder_conv_layers=m.encoder_conv_layers, pool_stride=m.projector_pool_stride)
+        if family is None:
+            from speechlm.model.encoders import family_for
+
+            family = family_for(m.audio_model_id, m.trust_remote_code)
+        return cls(tokenizer, prompt=m.prompt, audio_token=m.audio_token, family=family,
+                   pool_stride=m.projector_pool_stride)
 
     def prompt_ids(self, n_audio: int) -> list[int]:
         ids = self._prompts.get(n_audio)
@@ -47,11 +53,10 @@ class Collator:
     def bytes_per_audio_second(self) -> float:
         """Bytes a batch takes per second of padded audio: the float32 features and their int64 mask
         (token ids and labels add well under 1%)."""
-        frames = SAMPLE_RATE / self.features.hop_length / self.features.frame_stacking
-        return frames * (4 * self.features.feature_size + 8)
+        return self.features.frames_per_second * (4 * self.features.feature_size + 8)
 
     def num_audio_tokens(self, num_samples: int) -> int:
-        return audio_token_count(num_samples, self.encoder_conv_layers, self.pool_stride)
+        return self.family.audio_token_count(num_samples, self.pool_stride)
 
     def __call__(self, samples: list[dict]) -> dict:
         """samples: dicts with "id", "text", "audio" (1-D float32 at 16 kHz), optional "weight"."""

@@ -1,4 +1,4 @@
-"""speechlm.model: Granite Speech 5 encoder -> projector -> LoRA decoder (see docs/design.md)."""
+"""speechlm.model: audio encoder (a family in speechlm.model.encoders) -> projector -> LoRA decoder (see docs/design.md)."""
 from speechlm.model.build import build_model, calibrate, trainable_parts
 from speechlm.model.speechlm import Output, SpeechLM
 

@@ -12,7 +12,7 @@ import os
 import torch
 
 from speechlm import config as C
-from speechlm.model import parts
+from speechlm.model import encoders, parts
 from speechlm.model.build import lora_config, trainable_parts
 from speechlm.model.projector import Projector
 from speechlm.model.speechlm import format_table
@@ -21,13 +21,14 @@ from speechlm.model.speechlm import format_table
 def meta_counts(cfg: C.Config) -> dict:
     mcfg = cfg.model
     trainable = trainable_parts(mcfg, cfg.training)
-    encoder = parts.meta_encoder(mcfg.audio_model_id)
+    family = encoders.family_for(mcfg.audio_model_id, allow_bundled=True)
+    encoder = family.meta_encoder()
     decoder = parts.meta_decoder(mcfg.text_model_id, mcfg.trust_remote_code)
     counts = {}
     n_enc = sum(p.numel() for p in encoder.parameters())
     counts["encoder"] = (n_enc, n_enc if trainable["encoder"] else 0)
     with torch.device("meta"):
-        proj = Projector(encoder.config.hidden_size, parts.text_config(decoder.config).hidden_size,
+        proj = Projector(family.hidden_size, parts.text_config(decoder.config).hidden_size,
                          mcfg.projector_hidden_dim, mcfg.projector_pool_stride)
     n_proj = sum(p.numel() for p in proj.parameters())
     counts["projector"] = (n_proj, n_proj if trainable["projector"] else 0)

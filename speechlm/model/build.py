@@ -8,8 +8,7 @@ import torch
 
 from speechlm import text
 from speechlm.config import Config, ConfigError, ModelConfig, TrainingConfig
-from speechlm.features import FeatureExtractor
-from speechlm.model import parts
+from speechlm.model import encoders, parts
 from speechlm.model.projector import Projector
 from speechlm.model.speechlm import SpeechLM
 
@@ -48,13 +47,11 @@ def lora_config(mcfg: ModelConfig):
     )
 
 
-def feature_extractor_for(encoder) -> FeatureExtractor:
-    return FeatureExtractor(num_mel_bins=encoder.config.num_mel_bins)
-
-
-def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict) -> SpeechLM:
-    """Wire loaded parts into a SpeechLM: projector, dtypes, requires_grad, LoRA."""
+def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict, family=None) -> SpeechLM:
+    """Wire loaded parts into a SpeechLM: projector, dtypes, requires_grad, LoRA. `family` (the
+    encoder's, speechlm.model.encoders) defaults to the one its config names."""
     mcfg, tcfg = cfg.model, cfg.training
+    family = family or encoders.family_from_config(encoder.config, mcfg.audio_model_id)
     if tokenizer.convert_tokens_to_ids(mcfg.audio_token) >= decoder.get_input_embeddings().num_embeddings:
         decoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     for p in list(encoder.parameters()) + list(decoder.parameters()):
@@ -76,11 +73,10 @@ def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict) -> Speec
             decoder.get_base_model().get_input_embeddings().weight.requires_grad_(True)
     dec_cfg = parts.text_config(decoder.config)
     projector = Projector(
-        encoder.config.hidden_size, dec_cfg.hidden_size, mcfg.projector_hidden_dim, mcfg.projector_pool_stride
+        family.hidden_size, dec_cfg.hidden_size, mcfg.projector_hidden_dim, mcfg.projector_pool_stride
     ).to(parts.DTYPES[mcfg.projector_dtype])
     projector.requires_grad_(trainable["projector"])
-    model = SpeechLM(mcfg, encoder, projector, decoder, tokenizer, feature_extractor_for(encoder), trainable,
-                     bf16=tcfg.bf16)
+    model = SpeechLM(mcfg, encoder, projector, decoder, tokenizer, family, trainable, bf16=tcfg.bf16)
     if tcfg.gradient_checkpointing:
         # non-reentrant: gradients reach LoRA and the projector even though the frozen embedding's
         # output does not require grad (pitfall 11)
@@ -95,10 +91,12 @@ def build_model(cfg: Config, calibration_waves: list[np.ndarray] | None = None) 
     dtype = parts.DTYPES[mcfg.model_dtype]
     attn = parts.attn_implementation(tcfg.attn_implementation)
     log.info("decoder attention implementation: %s (requested %s)", attn, tcfg.attn_implementation)
-    encoder = parts.load_encoder(mcfg.audio_model_id, dtype, mcfg.trust_remote_code)
+    family = encoders.family_for(mcfg.audio_model_id, mcfg.trust_remote_code)
+    log.info("audio encoder family: %s", family.name)
+    encoder = family.load(mcfg.audio_model_id, dtype, mcfg.trust_remote_code)
     decoder = parts.load_decoder(mcfg.text_model_id, dtype, attn, mcfg.trust_remote_code)
     tokenizer = text.load_tokenizer(parts.tiny.resolve(mcfg.text_model_id), mcfg.audio_token, mcfg.trust_remote_code)
-    model = assemble(cfg, encoder, decoder, tokenizer, trainable)
+    model = assemble(cfg, encoder, decoder, tokenizer, trainable, family)
     if mcfg.calibrate_projector:
         calibrate(model, calibration_waves)
     log.info("parameters:\n%s", model.parameter_table())

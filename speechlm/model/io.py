@@ -1,7 +1,7 @@
 """Export and reload a SpeechLM as plain Hugging Face / safetensors files (no pickle).
 
 Layout of an export dir:
-  speechlm.json              model config, trained parts, calibration, feature extractor settings
+  speechlm.json              model config, trained parts, calibration, encoder family + its feature settings
   projector.safetensors      projector weights
   adapter/                   peft LoRA adapter (loads with PeftModel.from_pretrained on the base decoder)
   embed_tokens.safetensors   input embeddings, when they were trained but the rest of the decoder wasn't
@@ -20,7 +20,6 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from speechlm.config import Config, ModelConfig, TrainingConfig
-from speechlm.features import FeatureExtractor
 
 FORMAT = 1
 
@@ -83,6 +82,7 @@ def save_pretrained(model, path) -> None:
         "trainable": t,
         "bf16": model.bf16,
         "calibration": model.calibration,
+        "encoder_family": model.family.name,
         "features": model.features.to_dict(),
     }
     (path / "speechlm.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -91,7 +91,7 @@ def save_pretrained(model, path) -> None:
 def from_pretrained(path, device=None, trust_remote_code: bool = False):
     from speechlm import text
     from speechlm.config import build
-    from speechlm.model import parts
+    from speechlm.model import encoders, parts
     from speechlm.model.build import assemble
 
     path = Path(path)
@@ -99,6 +99,8 @@ def from_pretrained(path, device=None, trust_remote_code: bool = False):
     if not meta_file.is_file():
         raise FileNotFoundError(f"{path} is not a speechlm export (no speechlm.json)")
     meta = json.loads(meta_file.read_text())
+    # exports from before encoder families recorded the Granite conv stack, now the family's own
+    meta["model"].pop("encoder_conv_layers", None)
     mcfg = build(ModelConfig, meta["model"], prefix="model")
     # the caller decides, never the (possibly downloaded) export itself
     mcfg.trust_remote_code = bool(trust_remote_code)
@@ -107,7 +109,11 @@ def from_pretrained(path, device=None, trust_remote_code: bool = False):
     attn = parts.attn_implementation("auto")
     enc_src = str(path / "encoder") if (path / "encoder").is_dir() else mcfg.audio_model_id
     dec_src = str(path / "decoder") if (path / "decoder").is_dir() else mcfg.text_model_id
-    encoder = parts.load_encoder(enc_src, dtype, mcfg.trust_remote_code)
+    family = encoders.family_for(enc_src, mcfg.trust_remote_code, features_settings=meta.get("features"))
+    saved = meta.get("encoder_family", "granite_speech5")  # exports before families were all Granite
+    if family.name != saved:
+        raise ValueError(f"{path}: exported with a {saved} encoder, but {enc_src} is a {family.name} encoder")
+    encoder = family.load(enc_src, dtype, mcfg.trust_remote_code)
     decoder = parts.load_decoder(dec_src, dtype, attn, mcfg.trust_remote_code)
     tokenizer = text.load_tokenizer(str(path / "tokenizer"), mcfg.audio_token)
     # rebuild the same structure, then load the trained weights into it
@@ -118,7 +124,7 @@ def from_pretrained(path, device=None, trust_remote_code: bool = False):
     )
     # parts are frozen for inference; LoRA comes from the saved adapter, not a fresh one
     frozen = {k: False for k in t}
-    model = assemble(Config(model=mcfg, training=tcfg), encoder, decoder, tokenizer, frozen)
+    model = assemble(Config(model=mcfg, training=tcfg), encoder, decoder, tokenizer, frozen, family)
     if t["lora"]:
         from peft import PeftModel
 
@@ -128,7 +134,6 @@ def from_pretrained(path, device=None, trust_remote_code: bool = False):
         model._base_lm().get_input_embeddings().weight.data.copy_(w)
     model.projector.load_state_dict(load_file(path / "projector.safetensors"))
     model.trainable = dict(t)  # what this model holds beyond its bases (so it re-exports the same); all frozen
-    model.features = FeatureExtractor.from_dict(meta["features"])
     model.calibration = meta.get("calibration")
     if device is not None:
         model.to(device)

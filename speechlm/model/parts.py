@@ -1,4 +1,6 @@
-"""Loading the pretrained parts (hub id, local dir, `tiny/<name>`, or bundled config on meta)."""
+"""Loading the pretrained parts (hub id, local dir, `tiny/<name>`, or bundled config on meta).
+
+Encoders load through their family (speechlm.model.encoders); the decoder is any causal LM."""
 from __future__ import annotations
 
 import importlib.util
@@ -7,7 +9,7 @@ import logging
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, GraniteSpeech5Encoder, GraniteSpeech5EncoderConfig
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from speechlm import tiny
 from speechlm.config import ConfigError
@@ -35,14 +37,6 @@ def load_config(model_id: str, trust_remote_code: bool = False, allow_bundled: b
         return AutoConfig.for_model(d.pop("model_type"), **d)
 
 
-def encoder_config(cfg) -> GraniteSpeech5EncoderConfig:
-    """The encoder config inside a Granite Speech 5 CTC config, or the config itself."""
-    cfg = getattr(cfg, "encoder_config", cfg)
-    if not isinstance(cfg, GraniteSpeech5EncoderConfig):
-        raise ConfigError(f"model.audio_model_id: expected a Granite Speech 5 model, got model_type '{cfg.model_type}'")
-    return cfg
-
-
 def text_config(cfg):
     """The text decoder's config (multimodal hub configs such as Qwen3.5's nest it)."""
     return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
@@ -56,14 +50,11 @@ def attn_implementation(requested: str) -> str:
     return "sdpa"
 
 
-def load_encoder(model_id: str, dtype: torch.dtype, trust_remote_code: bool = False) -> GraniteSpeech5Encoder:
-    path = tiny.resolve(model_id)
-    cfg = encoder_config(AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code))
-    # the hub checkpoints are GraniteSpeech5ForCTC; the bare encoder loads from them (prefix "encoder.")
-    enc = GraniteSpeech5Encoder.from_pretrained(path, config=cfg, dtype=dtype, attn_implementation="sdpa")
-    # transformers keeps conv.norm (BatchNorm) in fp32, while DeepSpeed bf16 casts parameters but not
-    # buffers: make every tensor one dtype on purpose so no mixed-dtype BatchNorm can happen.
-    return enc.to(dtype)
+def load_encoder(model_id: str, dtype: torch.dtype, trust_remote_code: bool = False):
+    """The encoder module of `model_id`, loaded by its family (speechlm.model.encoders)."""
+    from speechlm.model import encoders
+
+    return encoders.family_for(model_id, trust_remote_code).load(model_id, dtype, trust_remote_code)
 
 
 def load_decoder(model_id: str, dtype: torch.dtype, attn: str, trust_remote_code: bool = False):
@@ -73,10 +64,10 @@ def load_decoder(model_id: str, dtype: torch.dtype, attn: str, trust_remote_code
     )
 
 
-def meta_encoder(model_id: str) -> GraniteSpeech5Encoder:
-    cfg = encoder_config(load_config(model_id, allow_bundled=True))
-    with torch.device("meta"):
-        return GraniteSpeech5Encoder(cfg)
+def meta_encoder(model_id: str):
+    from speechlm.model import encoders
+
+    return encoders.family_for(model_id, allow_bundled=True).meta_encoder()
 
 
 def meta_decoder(model_id: str, trust_remote_code: bool = False):

@@ -1,4 +1,4 @@
-"""SpeechLM: frozen Granite Speech 5 encoder -> projector -> (LoRA) causal LM decoder."""
+"""SpeechLM: frozen audio encoder (any family in speechlm.model.encoders) -> projector -> (LoRA) causal LM decoder."""
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +12,6 @@ from torch import nn
 
 from speechlm import text
 from speechlm.config import ConfigError, ModelConfig, TrainingConfig
-from speechlm.features import FeatureExtractor, conv_output_length
 from speechlm.model.projector import Projector, pooled_length
 
 log = logging.getLogger(__name__)
@@ -26,14 +25,14 @@ class Output:
 
 class SpeechLM(nn.Module):
     def __init__(self, cfg: ModelConfig, encoder, projector: Projector, decoder, tokenizer,
-                 features: FeatureExtractor, trainable: dict, bf16: bool = True):
+                 family, trainable: dict, bf16: bool = True):
         super().__init__()
         self.cfg = cfg
         self.encoder = encoder
         self.projector = projector
         self.decoder = decoder  # a PeftModel when LoRA is on
         self.tokenizer = tokenizer
-        self.features = features
+        self.family = family  # the encoder's family: features, frame arithmetic, frozen-mode rules
         self.trainable = dict(trainable)  # part -> bool: encoder, projector, decoder, embed_tokens, lora
         self.audio_token_id = text.audio_token_id(tokenizer, cfg.audio_token)
         self.bf16 = bf16
@@ -41,9 +40,15 @@ class SpeechLM(nn.Module):
         self.train(False)
 
     # ------------------------------------------------------------------ modes
+    @property
+    def features(self):
+        """The encoder family's feature extractor: waves -> (input_features, feature_mask)."""
+        return self.family.features
+
     def train(self, mode: bool = True):
         super().train(mode)
-        self.encoder.eval()  # always: BatchNorm statistics must never move (pitfall 12)
+        # the family decides: e.g. Granite's BatchNorm stays in eval mode always (pitfall 12)
+        self.family.set_mode(self.encoder, mode, self.trainable.get("encoder", False))
         return self
 
     def _base_lm(self):
@@ -58,7 +63,7 @@ class SpeechLM(nn.Module):
     # ------------------------------------------------------------------ audio
     def audio_lengths(self, feature_mask: torch.Tensor) -> torch.Tensor:
         """Per clip, how many embeddings the projector emits (= the number of `<audio>` tokens)."""
-        frames = conv_output_length(feature_mask.long().sum(-1), self.cfg.encoder_conv_layers)
+        frames = self.family.encoder_frames(feature_mask.long().sum(-1))
         return pooled_length(frames, self.cfg.projector_pool_stride).clamp_min(0)
 
     def encode_audio(self, input_features: torch.Tensor, feature_mask: torch.Tensor):
@@ -66,15 +71,14 @@ class SpeechLM(nn.Module):
         grad = self.trainable.get("encoder", False) and torch.is_grad_enabled()
         with torch.set_grad_enabled(grad):
             enc_dtype = next(self.encoder.parameters()).dtype
-            out = self.encoder(input_features.to(enc_dtype), attention_mask=feature_mask)
-        hidden, enc_mask = out.last_hidden_state, out.attention_mask
+            hidden, frames = self.family.encode(self.encoder, input_features.to(enc_dtype), feature_mask)
         proj = self.projector(hidden)
-        lengths = pooled_length(enc_mask.long().sum(-1), self.cfg.projector_pool_stride).clamp_min(0)
+        lengths = pooled_length(frames, self.cfg.projector_pool_stride).clamp_min(0)
         expected = self.audio_lengths(feature_mask)
         if not torch.equal(lengths.cpu(), expected.cpu()):
             raise RuntimeError(
-                f"encoder emits {lengths.tolist()} audio frames per clip but model.encoder_conv_layers="
-                f"{self.cfg.encoder_conv_layers} predicts {expected.tolist()}: fix encoder_conv_layers for this encoder"
+                f"the {self.family.name} encoder emits {lengths.tolist()} audio embeddings per clip but its family's "
+                f"frame arithmetic (conv layers {self.family.conv_layers()}) predicts {expected.tolist()}"
             )
         return proj, lengths
 
@@ -88,7 +92,7 @@ class SpeechLM(nn.Module):
             raise ValueError(
                 f"each clip needs exactly as many {self.cfg.audio_token} tokens as the projector emits: "
                 f"input_ids hold {placeholders.tolist()}, audio gives {lengths.tolist()} "
-                "(count them with speechlm.features.audio_token_count)"
+                "(count them with the encoder family's audio_token_count)"
             )
         valid = torch.arange(proj.shape[1], device=proj.device)[None, :] < lengths[:, None]
         audio = proj[valid].to(embeds.dtype)  # clip-major, time order: the order of the placeholders

@@ -43,10 +43,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from speechlm.config import Config, ConfigError, REPO_ROOT, cli_errors, load
-from speechlm.features import audio_token_count
 from speechlm.plan.models import (  # noqa: F401  (re-exported: the planner's public surface)
-    ACT_FACTOR, LINEAR_ATTN_CHUNK, Shapes, _offline, _sub_config, bundled_config_path, hub_checkpoint, meta_model, model_config,
-    model_shapes,
+    ACT_FACTOR, LINEAR_ATTN_CHUNK, Shapes, _offline, _sub_config, bundled_config_path, encoder_family, hub_checkpoint, meta_model,
+    model_config, model_shapes,
 )
 
 GIB = 1024**3
@@ -108,7 +107,7 @@ def zero_memory(frozen: int, trainable: int, *, stage: int, world: int, model_by
 
 def clip_tokens(cfg: Config, seconds: float) -> tuple[int, int]:
     """(sequence tokens, label tokens) of one clip of `seconds`."""
-    audio = audio_token_count(int(seconds * 16000), cfg.model.encoder_conv_layers, cfg.model.projector_pool_stride)
+    audio = encoder_family(cfg.model.audio_model_id).audio_token_count(int(seconds * 16000), cfg.model.projector_pool_stride)
     labels = math.ceil(seconds * TEXT_TOKENS_PER_SECOND) + 1
     return audio + PROMPT_TOKENS + labels, labels
 

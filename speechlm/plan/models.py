@@ -4,6 +4,7 @@
 calibrated activation-per-token model (see `speechlm.plan`)."""
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import math
@@ -75,6 +76,15 @@ def _sub_config(cfg, *names):
     return cfg
 
 
+@functools.lru_cache(maxsize=8)
+def encoder_family(model_id: str):
+    """The encoder family (speechlm.model.encoders) of `model_id`, from the config model_config finds."""
+    from speechlm import tiny
+    from speechlm.model import encoders
+
+    return encoders.family_from_config(model_config(tiny.resolve(model_id))[0], model_id)
+
+
 def meta_model(cfg, kind: str):
     """Build a model on the meta device: shapes and counts for free."""
     import torch
@@ -116,7 +126,8 @@ def hub_checkpoint(model_id: str, part: str) -> dict | None:
     else:
         return None
     # multimodal checkpoints carry towers speechlm doesn't load (e.g. Qwen3.5's vision tower)
-    skip = ("visual", "vision", "mtp.") if part == "decoder" else ()
+    # and encoder checkpoints towers it ignores (a Whisper checkpoint's decoder)
+    skip = ("visual", "vision", "mtp.") if part == "decoder" else ("decoder.", "proj_out")
     used = {k: v for k, v in tensors.items() if not any(s in k for s in skip)}
     count = lambda ts: sum(math.prod(s) for _, s in ts.values())  # noqa: E731
     return {"params_total": count(tensors), "params_used": count(used), "download_bytes": nbytes}
@@ -152,13 +163,14 @@ def model_shapes(cfg: Config) -> Shapes:
 
     m = cfg.model
     audio_id, text_id = tiny.resolve(m.audio_model_id), tiny.resolve(m.text_model_id)  # tiny/* -> its dir
-    enc_cfg, enc_src = model_config(audio_id)
+    _, enc_src = model_config(audio_id)
     dec_cfg, dec_src = model_config(text_id)
-    enc = meta_model(enc_cfg, "encoder")
+    family = encoder_family(m.audio_model_id)
+    enc = family.meta_encoder()
     dec = meta_model(dec_cfg, "decoder")
     n_enc = sum(p.numel() for p in enc.parameters())
     n_dec = sum(p.numel() for p in dec.parameters())
-    enc_h = _sub_config(enc_cfg, "encoder_config", "audio_config").hidden_size
+    enc_h = family.hidden_size
     tcfg = dec_cfg.get_text_config(decoder=True)
     h = tcfg.hidden_size
     import torch
@@ -181,10 +193,10 @@ def model_shapes(cfg: Config) -> Shapes:
         act += ACT_FACTOR * (h + sum(l.out_features for _, l in lins) + m.lora_rank * len(wrapped))
         if hasattr(layer, "linear_attn"):
             act_chunked += tcfg.linear_num_value_heads * (LINEAR_ATTN_PER_DIM * tcfg.linear_value_head_dim + LINEAR_ATTN_PER_HEAD)
-    enc_layer = _sub_config(enc_cfg, "encoder_config", "audio_config")
+    enc_ffn = getattr(family.config, "intermediate_size", None) or getattr(family.config, "encoder_ffn_dim", 4 * enc_h)
     train = cfg.training
     if train.freeze_audio_encoder:  # run under no_grad: one layer's transient (qkv, attention, FFN)
-        enc_act = 4 * enc_h + 2 * getattr(enc_layer, "intermediate_size", 4 * enc_h)
+        enc_act = 4 * enc_h + 2 * enc_ffn
     else:  # trained: every layer's saved activations, as for the decoder
         enc_act = ACT_FACTOR * sum(enc_h + sum(l.out_features for _, l in _linear_layers(layer)) for layer in enc.layers)
     n_lora = n_lora if use_lora else 0
@@ -202,7 +214,7 @@ def model_shapes(cfg: Config) -> Shapes:
     return Shapes(
         encoder_params=n_enc, decoder_params=n_dec, projector_params=n_proj, lora_params=n_lora,
         trainable_params=trainable, frozen_params=frozen, decoder_hidden=h, vocab_size=tcfg.vocab_size,
-        act_elems_per_token=act, act_chunked_elems_per_token=act_chunked, enc_act_elems_per_frame=enc_act, encoder_trained=not train.freeze_audio_encoder, enc_frames_per_second=50.0, download_bytes=dl, sources=sources,
+        act_elems_per_token=act, act_chunked_elems_per_token=act_chunked, enc_act_elems_per_frame=enc_act, encoder_trained=not train.freeze_audio_encoder, enc_frames_per_second=family.frames_per_second, download_bytes=dl, sources=sources,
     )
 
 
