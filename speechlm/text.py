@@ -49,7 +49,9 @@ def end_of_turn_id(tok: PreTrainedTokenizerBase) -> int:
     pretrained model emits after an answer: read from the template, never assumed.
     """
     try:
-        return _EOT_CACHE[tok]
+        template, tid = _EOT_CACHE[tok]
+        if template == tok.chat_template:  # the collator asks per example: render once per template
+            return tid
     except (KeyError, TypeError):
         pass
     conv = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _SENTINEL}]
@@ -69,7 +71,7 @@ def end_of_turn_id(tok: PreTrainedTokenizerBase) -> int:
     else:
         raise ValueError("the chat template ends an assistant turn with nothing and the tokenizer has no EOS token")
     try:
-        _EOT_CACHE[tok] = tid
+        _EOT_CACHE[tok] = (tok.chat_template, tid)
     except TypeError:
         pass
     return tid

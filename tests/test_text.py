@@ -115,6 +115,8 @@ def test_llama3_end_of_turn_is_not_eos():
 
 def test_template_without_special_end_of_turn_is_a_clear_error():
     tok = text.load_tokenizer(tiny.resolve("tiny/qwen3"))
+    assert text.end_of_turn_id(tok) == tok.convert_tokens_to_ids("<|im_end|>")
+    # a template changed on the same tokenizer is read again, not served from the cache
     tok.chat_template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\nEND\n{% endfor %}"
     with pytest.raises(ValueError, match="does not start with a special token"):
         text.end_of_turn_id(tok)
