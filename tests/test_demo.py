@@ -97,13 +97,17 @@ def test_transcribe_resamples_44k_stereo(short_demo, tmp_path):
 
 @pytest.mark.slow
 def test_full_demo_learns(tmp_path):
-    """`make demo` as a user runs it: the built-in corpus, the tiny recipe, held-out WER <= 20%."""
+    """`make demo` as a user runs it: the built-in corpus, real Whisper tiny.en + SmolLM2-135M (LoRA).
+
+    Measured on 2 shared CPU cores: WER 4.0% on seen-word sentences, 30.3% on unseen-word ones
+    (docs/benchmarks.md); the bounds leave a margin for run-to-run noise, not for a broken model."""
     r = subprocess.run([sys.executable, "-m", "speechlm.demo", "--out", str(tmp_path), "--name", "demo"],
-                       cwd=REPO, capture_output=True, text=True, timeout=1500)
+                       cwd=REPO, capture_output=True, text=True, timeout=5400)
     assert r.returncode == 0, r.stderr[-3000:]
-    line = next(x for x in r.stdout.splitlines() if x.startswith("held-out WER"))
-    wer = float(line.split()[2].rstrip("%")) / 100
-    assert wer <= 0.20, r.stdout[-3000:]
+    halves = {x.split()[2].rstrip(":"): float(x.split()[3].rstrip("%")) / 100
+              for x in r.stdout.splitlines() if x.startswith("held-out WER seen") or x.startswith("held-out WER unseen")}
+    assert set(halves) == {"seen", "unseen"}, r.stdout[-3000:]
+    assert halves["seen"] <= 0.10 and halves["unseen"] <= 0.40, r.stdout[-3000:]
     # a trained model: batched decoding equals one clip at a time, and 44.1 kHz stereo input
     # (resampled back to 16 kHz mono) gives the same transcript as the original clip
     model = ev.load_model(str(tmp_path / "demo"))
