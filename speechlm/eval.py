@@ -88,16 +88,24 @@ def _batches(it, n: int | None, size: int):
 def evaluate(model, spec: str, n: int | None = None, batch_size: int = 8, split: str | None = None) -> dict:
     name, clips = dataset_clips(spec, split)
     rows, skipped = [], 0
+    limit = model.family.max_seconds  # e.g. Whisper's 30 s: longer clips are skipped and counted
     t0 = time.perf_counter()
     for batch in _batches(clips, n, batch_size):
         waves, keep = [], []
         for cid, src, ref in batch:
             try:
-                waves.append(audio.load(src))
-                keep.append((cid, ref))
+                wave = audio.load(src)
             except audio.AudioError as e:
                 skipped += 1
                 print(f"skip {cid}: {e}", file=sys.stderr)
+                continue
+            if limit and len(wave) > limit * audio.SAMPLE_RATE:
+                skipped += 1
+                print(f"skip {cid}: {len(wave) / audio.SAMPLE_RATE:.1f} s is longer than the {model.family.name} "
+                      f"encoder's {limit:g} s limit", file=sys.stderr)
+                continue
+            waves.append(wave)
+            keep.append((cid, ref))
         if waves:
             for (cid, ref), hyp in zip(keep, model.transcribe(waves)):
                 rows.append({"id": cid, "reference": ref, "hypothesis": hyp})

@@ -24,6 +24,10 @@ def transcribe_files(model, paths: list[str], batch_size: int = 8) -> list[str]:
             waves.append(audio.load(p))
         except audio.AudioError as e:
             raise ConfigError(f"{p}: {e}") from None
+        limit = model.family.max_seconds
+        if limit and len(waves[-1]) > limit * audio.SAMPLE_RATE:
+            raise ConfigError(f"{p}: {len(waves[-1]) / audio.SAMPLE_RATE:.1f} s is longer than the {model.family.name} "
+                              f"encoder's {limit:g} s limit; split it first")
     out: list[str] = []
     for i in range(0, len(waves), batch_size):
         out.extend(model.transcribe(waves[i : i + batch_size]))

@@ -210,3 +210,34 @@ def test_shard_set_longer_than_whisper_limit_stops_at_start(tmp_path, whisper):
     granite = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>",
                        family=family_for("tiny/granite_speech5"), pool_stride=1)
     TrainLoader([DataSet(str(long_))], granite, batch_size=2, num_workers=0)  # Granite has no such limit
+
+
+def test_registry_matches_the_family_modules():
+    import importlib
+
+    from speechlm.model.encoders import FAMILIES
+
+    for name, (module, types) in FAMILIES.items():
+        fam = importlib.import_module(module).FAMILY
+        assert fam.name == name and fam.model_types == types
+
+
+def test_trainer_stops_at_start_on_a_set_over_the_limit(tmp_path):
+    """Before any process group, run dir or model: the manifests alone decide."""
+    import time
+
+    from test_data_util import write_set
+
+    from speechlm import config as config_mod
+    from speechlm.config import Config
+    from speechlm.train.loop import Trainer
+
+    long_ = write_set(tmp_path, "long", [1], min_s=30.5, max_s=31.0, audio=False)
+    ok = write_set(tmp_path, "ok", [1], split="eval", min_s=1.0, max_s=2.0, audio=False)
+    cfg = config_mod.load(Config, "tiny", None, [
+        "model.audio_model_id=tiny/whisper", f"training.output_dir={tmp_path / 'runs'}",
+        f"data.train=[{{path: {long_}, split: train}}]", f"data.eval=[{{path: {ok}, split: eval}}]"])
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"data.train\[0\]: shard set .*long .*up to 3\d\.\d\d s.*whisper encoder's 30 s limit"):
+        Trainer(cfg).setup()
+    assert time.perf_counter() - t0 < 30 and not (tmp_path / "runs").exists()

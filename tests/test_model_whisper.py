@@ -18,9 +18,13 @@ def whisper_config(**kw):
     return tiny_config(decoder="tiny/qwen3", encoder="tiny/whisper", **kw)
 
 
-@pytest.mark.parametrize("stride", [1, 4])
-def test_placeholder_count_equals_projector_output(stride):
-    m = build_model(whisper_config(stride=stride))
+@pytest.fixture(scope="module")
+def model():
+    return build_model(whisper_config(stride=4))
+
+
+def test_placeholder_count_equals_projector_output(model):
+    m, stride = model, 4
     assert m.family.name == "whisper" and m.projector.norm.normalized_shape[0] == 64 * stride
     lengths = [1600, 1759, 16000, 16161, 23999]
     feats, mask = m.features(waves(lengths))
@@ -65,13 +69,13 @@ def test_trained_encoder_exports_and_reloads(tmp_path):
     assert torch.equal(_logits(m, b), _logits(again, b))
 
 
-def test_planner_counts_only_the_whisper_encoder():
+def test_planner_counts_only_the_whisper_encoder(model):
     from speechlm.config import Config, load
     from speechlm.plan import make_plan
 
     cfg = load(Config, "tiny", None, ["model.audio_model_id=tiny/whisper", "model.projector_pool_stride=4"])
     plan = make_plan(cfg)
-    m = build_model(whisper_config())
+    m = model
     assert plan["params"]["encoder_params"] == sum(p.numel() for p in m.encoder.parameters())
     assert plan["sources"]["encoder_checkpoint_params"] == plan["params"]["encoder_params"]  # decoder keys left out
     assert plan["memory_bytes"]["total"] > 0
@@ -81,10 +85,37 @@ def test_bundled_whisper_configs_count_offline(capsys, monkeypatch):
     from speechlm.model.__main__ import main as count_main
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    for model_id, encoder in (("openai/whisper-tiny.en", 8_208_384), ("openai/whisper-base.en", 20_590_592)):
-        count_main(["--count", f"model.audio_model_id={model_id}", "model.text_model_id=tiny/qwen3"])
-        rows = {line.split()[0]: line.split()[1:3] for line in capsys.readouterr().out.splitlines()[2:]}
-        assert int(rows["encoder"][0].replace(",", "")) == encoder  # the encoder alone, no decoder
-        # projector: LayerNorm(d) + Linear(d, 4096) + Linear(4096, 64) (the tiny decoder's width)
-        d = {8_208_384: 384, 20_590_592: 512}[encoder]
-        assert int(rows["projector"][0].replace(",", "")) == 2 * d + d * 4096 + 4096 + 4096 * 64 + 64
+    count_main(["--count", "model.audio_model_id=openai/whisper-tiny.en", "model.text_model_id=tiny/qwen3"])
+    rows = {line.split()[0]: line.split()[1:3] for line in capsys.readouterr().out.splitlines()[2:]}
+    assert int(rows["encoder"][0].replace(",", "")) == 8_208_384  # the encoder alone, no decoder
+    # projector: LayerNorm(384) + Linear(384, 4096) + Linear(4096, 64) (the tiny decoder's width)
+    assert int(rows["projector"][0].replace(",", "")) == 2 * 384 + 384 * 4096 + 4096 + 4096 * 64 + 64
+    from speechlm.model.encoders import family_for
+
+    base = family_for("openai/whisper-base.en", allow_bundled=True).meta_encoder()
+    assert sum(p.numel() for p in base.parameters()) == 20_590_592
+
+
+def test_transcribe_and_eval_refuse_or_skip_clips_over_30s(tmp_path, model):
+    import numpy as np
+    import soundfile as sf
+
+    from speechlm.config import ConfigError
+    from speechlm.eval import evaluate
+    from speechlm.transcribe import transcribe_files
+
+    m = model
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, seconds in (("short", 1.0), ("long", 30.5)):
+        sf.write(tmp_path / f"{name}.wav", (0.1 * rng.standard_normal(int(16000 * seconds))).astype(np.float32), 16000)
+        rows.append(json.dumps({"audio": f"{name}.wav", "text": "hello"}))
+    with pytest.raises(ConfigError, match=r"long.wav: 30.5 s is longer than the whisper encoder's 30 s limit"):
+        transcribe_files(m, [str(tmp_path / "short.wav"), str(tmp_path / "long.wav")])
+    (tmp_path / "set.jsonl").write_text("\n".join(rows) + "\n")
+    m.cfg.max_new_tokens, before = 4, m.cfg.max_new_tokens
+    try:
+        result = evaluate(m, str(tmp_path / "set.jsonl"))
+    finally:
+        m.cfg.max_new_tokens = before
+    assert result["skipped"] == 1 and [r["id"] for r in result["rows"]] == ["short"]

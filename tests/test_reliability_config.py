@@ -120,6 +120,9 @@ case(PLAN, ["--config", "tiny", "training.gradient_accumulation_steps=0"], "grad
 case(MODEL, ["--count", "--config", "tiny", "model.lora_rnk=4"], "'model.lora_rnk'", "'lora_rank'")
 case(MODEL, ["--count", "training.freeze_projector=true", "model.use_lora=false"], "nothing left to train")
 case(MODEL, ["--config", "tiny"], "--count")
+# an encoder no family handles: named with the supported ones, before any weights load
+case(PLAN, ["--config", "tiny", "model.audio_model_id={wav2vec2_dir}"], "model.audio_model_id", "'wav2vec2'", "whisper")
+case(MODEL, ["--count", "--config", "tiny", "model.audio_model_id={wav2vec2_dir}"], "'wav2vec2'", "granite_speech5")
 case(EVAL, ["-m", "/nonexistent/model", "-d", "shards/synthetic"], "/nonexistent/model")
 case(EVAL, ["-m", "{model_dir}", "-d", "/nonexistent/set"], "/nonexistent/set")
 case(EVAL, ["-m", "{model_dir}", "-d", "shards/synthetic", "-n", "0"], "-n")
@@ -154,8 +157,12 @@ def places(tmp_path_factory):
     (tmp / "list.yaml").write_text("- a\n- b\n")
     (tmp / "model").mkdir()  # an export folder that is not one: no speechlm.json
     (tmp / "empty").mkdir()
+    from transformers import Wav2Vec2Config
+
+    Wav2Vec2Config().save_pretrained(tmp / "wav2vec2")  # an audio model of no supported encoder family
     return {"bad_yaml": str(tmp / "bad.yaml"), "list_yaml": str(tmp / "list.yaml"),
-            "model_dir": str(tmp / "model"), "empty_dir": str(tmp / "empty"), "tmp": tmp}
+            "model_dir": str(tmp / "model"), "empty_dir": str(tmp / "empty"), "wav2vec2_dir": str(tmp / "wav2vec2"),
+            "tmp": tmp}
 
 
 def _fill(argv, places):

@@ -60,13 +60,11 @@ def _check_workers(catalog: Catalog, worker_blocks, collator, num_workers: int, 
     check_shared_memory(num_workers, prefetch_factor, largest_batch_seconds(catalog, worker_blocks) * per_second)
 
 
-def check_clip_limit(catalog: Catalog, sets: list[DataSet], collator, what: str) -> None:
+def check_clip_limit(catalog: Catalog, sets: list[DataSet], limit: float | None, family: str, what: str) -> None:
     """Refuse, before any step, a shard set whose longest clip (from its manifest) is longer than the
-    encoder takes (the collator's `max_seconds`, e.g. Whisper's 30 s)."""
-    limit = getattr(collator, "max_seconds", None)
+    encoder takes (`limit` seconds: the encoder family's max_seconds, e.g. Whisper's 30 s)."""
     if not limit:
         return
-    family = getattr(getattr(collator, "family", None), "name", "audio")
     for k, ds in enumerate(sets):
         longest = max((float(sh.durations.max()) for sh in catalog.shards if sh.set_index == k and len(sh.durations)),
                       default=0.0)
@@ -74,6 +72,19 @@ def check_clip_limit(catalog: Catalog, sets: list[DataSet], collator, what: str)
             raise ConfigError(f"{what}[{k}]: shard set {ds.path} (split {ds.split}) has clips up to {longest:.2f} s, "
                               f"longer than the {family} encoder's {limit:g} s limit; re-shard it with a lower "
                               f"maximum duration or choose another model.audio_model_id")
+
+
+def check_sets_for_encoder(cfg, family) -> None:
+    """The same check for a config's train and eval sets, from their manifests alone: the trainer runs it
+    at start, before any process group or model."""
+    for what, sets in (("data.train", cfg.data.train), ("data.eval", cfg.data.eval)):
+        if sets:
+            catalog = load_catalog([s.path for s in sets], [s.split for s in sets], what=what)
+            check_clip_limit(catalog, sets, family.max_seconds, family.name, what)
+
+
+def _collator_limit(collator) -> tuple[float | None, str]:
+    return getattr(collator, "max_seconds", None), getattr(getattr(collator, "family", None), "name", "audio")
 
 
 def _batches(dataset: PlanDataset, num_workers: int, prefetch_factor: int, first: int,
@@ -110,7 +121,7 @@ class TrainLoader:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside world size {world_size}")
         self.catalog: Catalog = load_catalog([s.path for s in sets], [s.split for s in sets])
-        check_clip_limit(self.catalog, sets, collator, "data.train")
+        check_clip_limit(self.catalog, sets, *_collator_limit(collator), "data.train")
         self.weights = [float(s.weight) for s in sets]
         if sum(self.weights) <= 0:
             raise ConfigError("data.train: every weight is 0, so an epoch has no clips")
@@ -212,7 +223,7 @@ class EvalLoader:
         if batch_size <= 0:
             raise ConfigError("training.per_device_eval_batch_size: must be > 0")
         self.catalog = load_catalog([s.path for s in sets], [s.split for s in sets], what="data.eval")
-        check_clip_limit(self.catalog, sets, collator, "data.eval")
+        check_clip_limit(self.catalog, sets, *_collator_limit(collator), "data.eval")
         self.collator, self.rank, self.num_workers = collator, rank, num_workers
         self.prefetch_factor = prefetch_factor
         self.stats: Counter = Counter()

@@ -50,6 +50,14 @@ def ensure_shards(cfg: Config) -> None:
         time.sleep(2)
 
 
+def check_encoder_limits(cfg: Config) -> None:
+    """Shard sets with clips longer than the encoder takes (Whisper: 30 s) stop the run here, at start."""
+    from speechlm.data.loader import check_sets_for_encoder
+    from speechlm.model.encoders import family_for
+
+    check_sets_for_encoder(cfg, family_for(cfg.model.audio_model_id, cfg.model.trust_remote_code))
+
+
 def make_loaders(cfg: Config, model, rank: int, world: int):
     """TrainLoader and EvalLoader (None without data.eval) with the model's tokenizer."""
     from speechlm.data import Collator, EvalLoader, TrainLoader

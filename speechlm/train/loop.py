@@ -23,7 +23,7 @@ from speechlm.config import Config, ConfigError
 from speechlm.train import checkpoint as ckpt_mod
 from speechlm.train import engine as engine_mod
 from speechlm.train import optim
-from speechlm.train.data import ensure_shards, make_loaders
+from speechlm.train.data import check_encoder_limits, ensure_shards, make_loaders
 from speechlm.train.metrics import Metrics, peak_memory_gb, setup_logging
 
 log = logging.getLogger("speechlm.train")
@@ -79,6 +79,7 @@ class Trainer:
         engine_mod.default_launcher_env()
         self.check_config()
         ensure_shards(cfg)  # before any collective: building data must not time out NCCL (pitfall 7)
+        check_encoder_limits(cfg)  # e.g. Whisper's 30 s, from the manifests: before any model loads
         self.rank, self.world, self.device = engine_mod.init_distributed()
         setup_logging(self.rank)
         ds_cfg = engine_mod.build_ds_config(cfg, self.world)  # config mistakes surface before any loading

@@ -16,12 +16,8 @@ one function (`load_<family>_encoder`), the only place weights are read.
 """
 from __future__ import annotations
 
-import logging
-
 from speechlm.config import ConfigError
 from speechlm.model.projector import pooled_length
-
-log = logging.getLogger(__name__)
 
 
 def conv_output_length(length, conv_layers):
@@ -32,7 +28,7 @@ def conv_output_length(length, conv_layers):
 
 
 class EncoderFamily:
-    """Base class; a family module subclasses it and registers it in FAMILIES."""
+    """Base class; a family module subclasses it as its `FAMILY` and is listed in FAMILIES."""
 
     name: str = ""
     model_types: tuple[str, ...] = ()
@@ -87,28 +83,28 @@ class EncoderFamily:
         frames = self.encoder_frames(self.features.num_feature_frames(num_samples))
         return max(0, pooled_length(frames, int(pool_stride)))
 
-    def describe(self) -> dict:
-        return {"family": self.name, "max_seconds": self.max_seconds, "features": self.features.to_dict()}
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config.model_type}, hidden {self.hidden_size})"
 
 
-def _families() -> dict[str, type[EncoderFamily]]:
-    from speechlm.model.encoders.granite import GraniteSpeech5Family
-    from speechlm.model.encoders.whisper import WhisperFamily
-
-    return {f.name: f for f in (GraniteSpeech5Family, WhisperFamily)}
+# name -> (module, model_types). A family's module (and the transformers modeling code it needs) is
+# imported only when a checkpoint of that family is used, so a wrong id fails in well under a second.
+FAMILIES = {
+    "granite_speech5": ("speechlm.model.encoders.granite", ("granite_speech5_ctc", "granite_speech5_encoder")),
+    "whisper": ("speechlm.model.encoders.whisper", ("whisper",)),
+}
 
 
 def supported() -> str:
-    return "; ".join(f"{n} (model_type {', '.join(f.model_types)})" for n, f in _families().items())
+    return "; ".join(f"{n} (model_type {', '.join(types)})" for n, (_, types) in FAMILIES.items())
 
 
 def family_class(model_type: str, model_id: str = "") -> type[EncoderFamily]:
-    for fam in _families().values():
-        if model_type in fam.model_types:
-            return fam
+    import importlib
+
+    for module, types in FAMILIES.values():
+        if model_type in types:
+            return importlib.import_module(module).FAMILY
     where = f"'{model_id}' has" if model_id else "got"
     raise ConfigError(f"model.audio_model_id: {where} model_type '{model_type}', which no encoder family handles; "
                       f"supported: {supported()}")
@@ -137,5 +133,5 @@ def family_for(model_id: str, trust_remote_code: bool = False, allow_bundled: bo
     return family_from_config(cfg, model_id, features_settings)
 
 
-__all__ = ["EncoderFamily", "conv_output_length", "family_class", "family_for", "family_from_config",
+__all__ = ["FAMILIES", "EncoderFamily", "conv_output_length", "family_class", "family_for", "family_from_config",
            "pooled_length", "supported"]

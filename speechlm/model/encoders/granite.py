@@ -58,3 +58,6 @@ class GraniteSpeech5Family(EncoderFamily):
 
     def set_mode(self, encoder, training: bool, trainable: bool) -> None:
         encoder.eval()  # always: BatchNorm statistics must never move (pitfall 12)
+
+
+FAMILY = GraniteSpeech5Family

@@ -242,3 +242,6 @@ class WhisperFamily(EncoderFamily):
     def encode(self, encoder, input_features, feature_mask):
         out = encoder(input_features.transpose(1, 2), attention_mask=feature_mask)
         return out.last_hidden_state, out.attention_mask.sum(-1)
+
+
+FAMILY = WhisperFamily
