@@ -1,5 +1,5 @@
 # Two set-up commands that work on a fresh machine:
-#   make demo   shard the built-in synthetic corpus, train the tiny twin, report loss and WER
+#   make demo   shard the built-in synthetic corpus, train Whisper tiny.en + SmolLM2 (LoRA), report WER
 #   make test   run the test suite (make test-all adds the slow end-to-end tests)
 PY      := .venv/bin/python
 STAMP   := .venv/.installed

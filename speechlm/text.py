@@ -12,12 +12,14 @@ answer; templates that don't know the flag ignore it.
 from __future__ import annotations
 
 import logging
+import weakref
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
-END_OF_TURN = "<|im_end|>"
+_SENTINEL = "SPEECHLM-END-OF-TURN-PROBE"
+_EOT_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def load_tokenizer(text_model_id: str, audio_token: str = "<audio>", trust_remote_code: bool = False):
@@ -41,9 +43,37 @@ def audio_token_id(tok: PreTrainedTokenizerBase, audio_token: str = "<audio>") -
 
 
 def end_of_turn_id(tok: PreTrainedTokenizerBase) -> int:
-    tid = tok.convert_tokens_to_ids(END_OF_TURN)
-    if tid is None or tid == tok.unk_token_id:
-        raise ValueError(f"tokenizer has no {END_OF_TURN} token; speechlm expects a ChatML (Qwen-style) template")
+    """The token the chat template closes an assistant turn with, found by rendering a turn.
+
+    Training appends it to every transcript and generation stops at it, so it must be what the
+    pretrained model emits after an answer: read from the template, never assumed.
+    """
+    try:
+        template, tid = _EOT_CACHE[tok]
+        if template == tok.chat_template:  # the collator asks per example: render once per template
+            return tid
+    except (KeyError, TypeError):
+        pass
+    conv = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _SENTINEL}]
+    rendered = tok.apply_chat_template(conv, tokenize=False)
+    if _SENTINEL not in rendered:
+        raise ValueError("the chat template does not render the assistant's content; can't find its end-of-turn token")
+    suffix = rendered.rsplit(_SENTINEL, 1)[1]
+    ids = tok(suffix, add_special_tokens=False)["input_ids"] if suffix.strip() else []
+    if ids:
+        tid = ids[0]
+        special = set(tok.all_special_ids) | set(tok.added_tokens_decoder)
+        if tid not in special:
+            raise ValueError(f"the chat template closes an assistant turn with {suffix!r}, which does not start "
+                             "with a special token; speechlm needs a single end-of-turn token")
+    elif tok.eos_token_id is not None:
+        tid = tok.eos_token_id  # templates that leave the end of a turn to the tokenizer's EOS
+    else:
+        raise ValueError("the chat template ends an assistant turn with nothing and the tokenizer has no EOS token")
+    try:
+        _EOT_CACHE[tok] = (tok.chat_template, tid)
+    except TypeError:
+        pass
     return tid
 
 
@@ -61,5 +91,5 @@ def prompt_ids(tok: PreTrainedTokenizerBase, n_audio: int, prompt: str, audio_to
 
 
 def target_ids(tok: PreTrainedTokenizerBase, transcript: str) -> list[int]:
-    """The assistant turn's tokens: the transcript, then the end-of-turn token."""
+    """The assistant turn's tokens: the transcript, then the template's end-of-turn token."""
     return list(tok(transcript, add_special_tokens=False)["input_ids"]) + [end_of_turn_id(tok)]

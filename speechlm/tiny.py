@@ -11,7 +11,10 @@ through exactly the same `from_pretrained` code as a hub id:
 - `qwen3_5`: a small `Qwen3_5ForCausalLM` with the hybrid linear/full attention layer pattern;
 - `qwen3`: a small `Qwen3ForCausalLM`;
 both decoders ship the same locally trained byte-level BPE tokenizer with a Qwen3-style ChatML
-chat template (including its think-block behaviour) and the `<audio>` token.
+chat template (including its think-block behaviour) and the `<audio>` token;
+- `llama3`: a small `LlamaForCausalLM` whose tokenizer speaks Llama 3's template: header tokens,
+  turns closed by `<|eot_id|>`, while its EOS is `<|end_of_text|>` (so nothing that assumes
+  end-of-turn == EOS or ChatML can pass its tests).
 
 Model ids `tiny/<name>` resolve through `resolve()`; directories live under `$SPEECHLM_CACHE`
 (default `~/.cache/speechlm`) in `tiny/<name>-v<VERSION>`.
@@ -27,7 +30,7 @@ from pathlib import Path
 import torch
 
 VERSION = 2  # 2: encoder CTC vocabulary 64 (room for word-level CTC pretraining)
-NAMES = ("granite_speech5", "whisper", "qwen3_5", "qwen3")
+NAMES = ("granite_speech5", "whisper", "qwen3_5", "qwen3", "llama3")
 PREFIX = "tiny/"
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<audio>"]
@@ -58,6 +61,17 @@ CHAT_TEMPLATE = (
     "{%- endif %}"
 )
 
+LLAMA3_SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+                         "<|eot_id|>", "<audio>"]
+# Llama 3's template, trimmed: BOS, then header-delimited turns each closed by <|eot_id|>
+LLAMA3_CHAT_TEMPLATE = (
+    "{{- bos_token }}"
+    "{%- for message in messages %}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}"
+)
+
 _TEXT = """\
 the quick brown fox jumps over the lazy dog. a stitch in time saves nine.
 transcribe the audio. hello world, how are you today? i am fine, thank you.
@@ -83,9 +97,14 @@ def cache_root() -> Path:
 
 
 def resolve(model_id: str) -> str:
-    """`tiny/<name>` -> its local directory (built on first use); anything else unchanged."""
+    """`tiny/<name>` -> its local directory (built on first use); `offline/<name>` -> the converted
+    real weights (speechlm.pretrained); anything else unchanged."""
     if isinstance(model_id, str) and model_id.startswith(PREFIX):
         return str(ensure(model_id[len(PREFIX):]))
+    if isinstance(model_id, str) and model_id.startswith("offline/"):
+        from speechlm import pretrained  # imported here: it builds on this module's cache
+
+        return pretrained.resolve(model_id)
     return model_id
 
 
@@ -113,20 +132,31 @@ def ensure(name: str) -> Path:
 # --------------------------------------------------------------------------- builders
 
 
-def build_tokenizer():
+def build_tokenizer(style: str = "chatml"):
+    """The tiny byte-level BPE tokenizer with the chat template of `style` ("chatml" or "llama3")."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
+    specials = LLAMA3_SPECIAL_TOKENS if style == "llama3" else SPECIAL_TOKENS
     trainer = trainers.BpeTrainer(
         vocab_size=512,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tk.train_from_iterator(_corpus(), trainer=trainer)
+    if style == "llama3":
+        return PreTrainedTokenizerFast(
+            tokenizer_object=tk,
+            bos_token="<|begin_of_text|>",
+            eos_token="<|end_of_text|>",  # no pad token, like the real one: load_tokenizer falls back to EOS
+            extra_special_tokens=["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<audio>"],
+            chat_template=LLAMA3_CHAT_TEMPLATE,
+            model_max_length=4096,
+        )
     tok = PreTrainedTokenizerFast(
         tokenizer_object=tk,
         eos_token="<|im_end|>",
@@ -144,9 +174,9 @@ def _vocab_size(tok) -> int:
     return ((len(tok) + 63) // 64) * 64
 
 
-def _save_decoder(out: Path, model_cls, config_cls, **arch) -> None:
+def _save_decoder(out: Path, model_cls, config_cls, style: str = "chatml", **arch) -> None:
     """A tiny decoder with the shared small shape plus `arch`, and the tokenizer, saved to `out`."""
-    tok = build_tokenizer()
+    tok = build_tokenizer(style)
     torch.manual_seed(0)
     cfg = config_cls(
         vocab_size=_vocab_size(tok),
@@ -159,7 +189,7 @@ def _save_decoder(out: Path, model_cls, config_cls, **arch) -> None:
         tie_word_embeddings=True,
         pad_token_id=tok.pad_token_id,
         eos_token_id=tok.eos_token_id,
-        bos_token_id=None,
+        bos_token_id=tok.bos_token_id,
         **arch,
     )
     model_cls(cfg).save_pretrained(out)
@@ -178,6 +208,12 @@ def _build_qwen3(out: Path) -> None:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     _save_decoder(out, Qwen3ForCausalLM, Qwen3Config, num_hidden_layers=2)
+
+
+def _build_llama3(out: Path) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    _save_decoder(out, LlamaForCausalLM, LlamaConfig, style="llama3", num_hidden_layers=2)
 
 
 def _build_granite_speech5(out: Path) -> None:
@@ -228,4 +264,4 @@ def _build_whisper(out: Path) -> None:
 
 
 _BUILDERS = {"granite_speech5": _build_granite_speech5, "whisper": _build_whisper, "qwen3_5": _build_qwen3_5,
-             "qwen3": _build_qwen3}
+             "qwen3": _build_qwen3, "llama3": _build_llama3}

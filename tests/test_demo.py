@@ -1,7 +1,8 @@
-"""The embedded default end to end: shard -> train (DeepSpeed, CPU) -> eval -> plots.
+"""The embedded default end to end: shard -> weights -> train (DeepSpeed, CPU) -> eval -> plots.
 
-The default suite runs a shortened demo (a small corpus, a few steps) and checks every artefact;
-the slow test runs the real `make demo` path and requires it to learn (held-out WER <= 20%).
+The default suite runs a shortened demo (a small corpus, a few steps, the tiny Whisper and Llama-3
+twins in place of the real weights) and checks every artefact; the slow test runs the real
+`make demo` path on the real weights and requires it to learn (WER per test half, below).
 """
 import json
 import subprocess
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _small_recipe(tmp: Path) -> Path:
     recipe = yaml.safe_load((REPO / "shards" / "synthetic.yaml").read_text())
-    recipe["sources"][0]["synthetic"].update(train=32, eval=8, test=8)
+    recipe["sources"][0]["synthetic"].update(train=32, eval=8, test=8, unseen_test=4)
     recipe["output"]["shard_clips"] = 16
     path = tmp / "demo_small.yaml"
     path.write_text(yaml.safe_dump(recipe))
@@ -44,7 +45,8 @@ def _stereo_44k(wave16k: np.ndarray, path: Path) -> Path:
 def short_demo(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("demo")
     out = demo.main(["--shards", str(_small_recipe(tmp)), "--out", str(tmp / "outputs"), "--name", "short",
-                     "--ctc-steps", "20",
+                     "model.audio_model_id=tiny/whisper", "model.text_model_id=tiny/llama3",
+                     "model.projector_hidden_dim=64", "model.lora_rank=4", "model.lora_alpha=8",
                      "training.max_steps=6", "training.eval_steps=3", "training.save_steps=3",
                      "training.warmup_steps=2", "model.max_new_tokens=8"])
     return tmp, out
@@ -59,6 +61,8 @@ def test_short_demo_writes_every_artefact(short_demo):
     latest = (run / "checkpoints" / "latest").read_text().strip()
     assert latest == "step-6" and ev.resolve_model_dir(run) == run / "checkpoints" / "step-6" / "model"
     assert out["result"]["clips"] == 8 and 0.0 <= out["wer"]
+    assert set(out["wer_by_half"]) == {"seen", "unseen"}  # the test split's two halves, scored apart
+    assert all(0.0 <= w for w in out["wer_by_half"].values())
     for p in out["plots"]:
         assert Path(p).read_bytes()[:4] == b"\x89PNG" and Path(p).stat().st_size > 5000
 
@@ -93,13 +97,17 @@ def test_transcribe_resamples_44k_stereo(short_demo, tmp_path):
 
 @pytest.mark.slow
 def test_full_demo_learns(tmp_path):
-    """`make demo` as a user runs it: the built-in corpus, the tiny recipe, held-out WER <= 20%."""
+    """`make demo` as a user runs it: the built-in corpus, real Whisper tiny.en + SmolLM2-135M (LoRA).
+
+    Measured on 2 shared CPU cores: WER 4.0% on seen-word sentences, 30.3% on unseen-word ones
+    (docs/benchmarks.md); the bounds leave a margin for run-to-run noise, not for a broken model."""
     r = subprocess.run([sys.executable, "-m", "speechlm.demo", "--out", str(tmp_path), "--name", "demo"],
-                       cwd=REPO, capture_output=True, text=True, timeout=1500)
+                       cwd=REPO, capture_output=True, text=True, timeout=5400)
     assert r.returncode == 0, r.stderr[-3000:]
-    line = next(x for x in r.stdout.splitlines() if x.startswith("held-out WER"))
-    wer = float(line.split()[2].rstrip("%")) / 100
-    assert wer <= 0.20, r.stdout[-3000:]
+    halves = {x.split()[2].rstrip(":"): float(x.split()[3].rstrip("%")) / 100
+              for x in r.stdout.splitlines() if x.startswith("held-out WER seen") or x.startswith("held-out WER unseen")}
+    assert set(halves) == {"seen", "unseen"}, r.stdout[-3000:]
+    assert halves["seen"] <= 0.10 and halves["unseen"] <= 0.40, r.stdout[-3000:]
     # a trained model: batched decoding equals one clip at a time, and 44.1 kHz stereo input
     # (resampled back to 16 kHz mono) gives the same transcript as the original clip
     model = ev.load_model(str(tmp_path / "demo"))

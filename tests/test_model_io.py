@@ -78,3 +78,22 @@ def test_real_default_parameter_table_from_bundled_configs(capsys, monkeypatch):
     lora = sum(64 * (mod.in_features + mod.out_features) for name, mod in dec.named_modules()
                if isinstance(mod, torch.nn.Linear) and name != "lm_head")
     assert n(rows["lora"][0]) == lora == n(rows["lora"][1])
+
+
+def test_llama3_template_decoder_trains_exports_and_transcribes(tmp_path):
+    """A Llama-family decoder (Llama 3 template: <|eot_id|> ends a turn, EOS is another token)."""
+    from speechlm import text
+
+    cfg = tiny_config(decoder="tiny/llama3")
+    m = build_model(cfg)
+    assert type(m._base_lm()).__name__ == "LlamaForCausalLM"
+    b = batch(m, waves())
+    eot = m.tokenizer.convert_tokens_to_ids("<|eot_id|>")
+    assert text.end_of_turn_id(m.tokenizer) == eot and eot != m.tokenizer.eos_token_id
+    assert (b["labels"] == eot).sum(1).tolist() == [1, 1]  # each target closes with the template's token
+    train_steps(m, cfg.training, b, steps=3)
+    m.save_pretrained(tmp_path)
+    again = SpeechLM.from_pretrained(tmp_path)
+    assert torch.equal(_logits(m, b), _logits(again, b))
+    out = again.transcribe(waves([16000, 6000]), max_new_tokens=4)
+    assert len(out) == 2 and all(isinstance(s, str) for s in out)

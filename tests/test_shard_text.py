@@ -64,9 +64,38 @@ def test_synthetic_sentences_cased_punctuated_and_disjoint():
         n = len(t.split())
         assert 3 <= n <= 10, t
         words |= {w.strip(",.?").lower() for w in t.split()}
-    assert words <= {w.lower() for w in synthetic.VOCABULARY} and 30 <= len(words) <= 45
+    assert words <= {w.lower() for w in synthetic.VOCABULARY} and 40 <= len(words) <= 52
     assert synthetic.rows(cfg, "eval") == rows["eval"]  # deterministic for a seed
     assert synthetic.rows(SyntheticConfig(seed=4), "eval") != synthetic.rows(SyntheticConfig(seed=3), "eval")
+
+
+def test_synthetic_test_split_has_seen_and_unseen_word_halves():
+    cfg = SyntheticConfig(train=300, eval=20, test=40, unseen_test=20, seed=3)
+    rows = {s: synthetic.rows(cfg, s) for s in ("train", "eval", "test")}
+    vocab = {w.lower() for w in synthetic.VOCABULARY}
+    heard = {w.strip(",.?").lower() for s in ("train", "eval") for r in rows[s] for w in r[1].split()}
+    assert heard <= vocab and not heard & {w.lower() for w in synthetic.HELD_OUT_WORDS}
+    halves = {"seen": [], "unseen": []}
+    for oid, t, _ in rows["test"]:
+        halves[synthetic.half_of(oid)].append(t)
+    assert len(halves["seen"]) == len(halves["unseen"]) == 20
+    for t in halves["seen"]:
+        assert {w.strip(",.?").lower() for w in t.split()} <= heard, t
+    for t in halves["unseen"]:
+        assert {w.strip(",.?").lower() for w in t.split()} - heard, t  # at least one word never heard
+    train_only = synthetic.rows(SyntheticConfig(train=300, eval=20, test=40, seed=3), "train")
+    assert train_only == rows["train"]  # the unseen half does not reshuffle the other splits
+    assert synthetic.half_of("synthetic_train-00001") is None
+
+
+def test_unseen_test_larger_than_test_is_a_config_error(tmp_path):
+    from speechlm.config import ConfigError
+    from speechlm.shard import load_recipe
+
+    path = tmp_path / "r.yaml"
+    path.write_text("sources: [{name: s, kind: synthetic, synthetic: {test: 4, unseen_test: 5}}]\n")
+    with pytest.raises(ConfigError, match=r"sources\[0\].synthetic.unseen_test: must be between 0 and"):
+        load_recipe(path)
 
 
 def test_bad_voice_is_a_config_error():

@@ -1,4 +1,5 @@
 """The conversation: training and inference see the same prompt tokens (pitfall 10), token by token."""
+import numpy as np
 import pytest
 
 from speechlm import text, tiny
@@ -60,3 +61,62 @@ def test_audio_token_added_when_missing():
 def test_unknown_audio_token_is_a_clear_error(tok):
     with pytest.raises(ValueError, match="not in the tokenizer"):
         text.prompt_ids(tok, 2, "x", audio_token="<nope>")
+
+
+# ---------------------------------------------------------------- one test set per template family
+# SmolLM2-135M-Instruct's own template (ChatML, a default system turn, no think block)
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def _family(name):
+    if name == "smollm2":
+        tok = text.load_tokenizer(tiny.resolve("tiny/qwen3"))
+        tok.chat_template = SMOLLM2_TEMPLATE
+        return tok, "<|im_end|>", "\n"
+    if name == "llama3":
+        return text.load_tokenizer(tiny.resolve("tiny/llama3")), "<|eot_id|>", ""
+    return text.load_tokenizer(tiny.resolve("tiny/qwen3_5")), "<|im_end|>", "\n"
+
+
+@pytest.mark.parametrize("family", ["qwen3", "smollm2", "llama3"])
+def test_label_mask_and_inference_prompt_per_template(family):
+    """The training sequence is the template's rendering of the whole conversation, token for token;
+    its unlabeled part is exactly the inference prompt; the labels are the transcript + end of turn."""
+    from speechlm.data import Collator
+    from speechlm.model.encoders import family_for
+
+    tok, eot, after_eot = _family(family)
+    assert text.end_of_turn_id(tok) == tok.convert_tokens_to_ids(eot)
+    col = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>", family=family_for("tiny/whisper"),
+                   pool_stride=4)
+    transcript = "the cat sat on the mat"
+    batch = col([{"id": "a", "text": transcript, "audio": np.zeros(3200, np.float32)}])
+    n = col.num_audio_tokens(3200)
+    ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+    conv = [{"role": "user", "content": "<audio>" * n + "\nTranscribe the audio."},
+            {"role": "assistant", "content": transcript}]
+    rendered = tok.apply_chat_template(conv, tokenize=True, return_dict=True)["input_ids"]
+    assert ids + tok(after_eot, add_special_tokens=False)["input_ids"] == list(rendered)
+    prompt = text.prompt_ids(tok, n, "Transcribe the audio.")
+    assert [t for t, y in zip(ids, labels) if y == -100] == prompt
+    assert tok.decode([y for y in labels if y != -100]) == transcript + eot
+
+
+def test_llama3_end_of_turn_is_not_eos():
+    tok, _, _ = _family("llama3")
+    assert tok.eos_token == "<|end_of_text|>" and text.end_of_turn_id(tok) == tok.convert_tokens_to_ids("<|eot_id|>")
+    assert tok.pad_token_id is not None  # no pad token in the template family: load_tokenizer falls back to EOS
+
+
+def test_template_without_special_end_of_turn_is_a_clear_error():
+    tok = text.load_tokenizer(tiny.resolve("tiny/qwen3"))
+    assert text.end_of_turn_id(tok) == tok.convert_tokens_to_ids("<|im_end|>")
+    # a template changed on the same tokenizer is read again, not served from the cache
+    tok.chat_template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\nEND\n{% endfor %}"
+    with pytest.raises(ValueError, match="does not start with a special token"):
+        text.end_of_turn_id(tok)

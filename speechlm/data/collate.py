@@ -1,7 +1,8 @@
 """The collator: clips + transcripts -> the batch format of docs/design.md ("Batches").
 
 Each example is `prompt_ids(n audio placeholders)` (the exact ids inference uses) followed by
-`target_ids(transcript)` (transcript + <|im_end|>); labels are -100 everywhere but the target.
+`target_ids(transcript)` (transcript + the template's end-of-turn token); labels are -100 everywhere
+but the target.
 The encoder family (speechlm.model.encoders) gives the features and the placeholder count.
 It runs inside DataLoader workers, so it must pickle (a tokenizer and a family do).
 """

@@ -21,6 +21,9 @@ class SyntheticConfig:
     train: int = 400
     eval: int = 40
     test: int = 40
+    # how many of the test sentences contain words never heard in train or eval (the rest use only
+    # training words): the two halves whose WER the demo reports apart
+    unseen_test: int = 0
     voices: list[str] = field(
         default_factory=lambda: ["en-us", "en-us+f3", "en-gb+m3", "en-gb-x-rp+f2", "en-gb-scotland", "en-029+m5"]
     )
@@ -116,6 +119,9 @@ class ShardRecipe:
                 raise ConfigError(f"{key}.weight: must be > 0, got {s.weight}")
             if s.kind in ("hf", "librispeech") and not s.path:
                 raise ConfigError(f"{key}.path: required for kind '{s.kind}'")
+            if s.kind == "synthetic" and not 0 <= s.synthetic.unseen_test <= s.synthetic.test:
+                raise ConfigError(f"{key}.synthetic.unseen_test: must be between 0 and {key}.synthetic.test "
+                                  f"({s.synthetic.test}), got {s.synthetic.unseen_test}")
             if s.kind != "synthetic":
                 if not s.splits:
                     raise ConfigError(f"{key}.splits: required for kind '{s.kind}' (e.g. {{train: [...], eval: [...]}})")

@@ -1,8 +1,10 @@
-"""The built-in corpus: short English sentences from a 42-word vocabulary, spoken by espeak-ng.
+"""The built-in corpus: short English sentences from a 52-word vocabulary, spoken by espeak-ng.
 
 Sentences are distinct across splits (eval and test hold sentences never seen in train), cased
-and punctuated; each clip gets a voice, speed and pitch drawn from the recipe's lists. Everything
-is a function of the seed, and espeak-ng renders the same input to the same samples.
+and punctuated. With `unseen_test`, that many test sentences contain words that occur nowhere in
+train or eval (HELD_OUT), so the test split has two halves, named in the clip ids. Each clip gets
+a voice, speed and pitch drawn from the recipe's lists. Everything is a function of the seed, and
+espeak-ng renders the same input to the same samples.
 """
 from __future__ import annotations
 
@@ -15,13 +17,23 @@ import numpy as np
 from speechlm.audio import AudioError, decode, to_mono_16k
 from speechlm.config import ConfigError
 
-NAMES = ["John", "Mary", "Anna", "Peter", "Sarah", "David"]
-PLACES = ["London", "Paris", "Berlin", "Boston"]
-NOUNS = ["dog", "cat", "car", "book", "house", "garden", "letter", "river"]
-ADJECTIVES = ["red", "big", "small", "new", "green", "quiet"]
-VERBS = ["saw", "found", "liked", "painted", "sold", "bought"]
+NAMES = ["John", "Mary", "Anna", "Peter", "Sarah", "David", "Emma", "James"]
+PLACES = ["London", "Paris", "Berlin", "Boston", "Rome", "Dublin"]
+NOUNS = ["dog", "cat", "car", "book", "house", "garden", "letter", "river", "table", "window"]
+ADJECTIVES = ["red", "big", "small", "new", "green", "quiet", "old", "yellow"]
+VERBS = ["saw", "found", "liked", "painted", "sold", "bought", "washed", "opened"]
 TIMES = ["yesterday", "today"]
-# with "the a and went to is in did see near": 42 words in all
+# Words that never occur in train or eval: the "unseen" half of the test split is made of sentences
+# holding at least one of them, to measure whether a model transcribes what it hears or what it
+# has learned to expect.
+HELD_OUT = {
+    "N": ["Oliver", "Grace"],
+    "P": ["Madrid", "Chicago"],
+    "n": ["piano", "basket"],
+    "a": ["bright", "heavy"],
+    "v": ["carried", "borrowed"],
+}
+# with "the a and went to is in did see near": 52 words in all
 TEMPLATES = [
     "{N} {v} {M}.",
     "{N} went to {P}.",
@@ -40,51 +52,81 @@ TEMPLATES = [
     "Did {N} see the {a} {n} near the {o} {t}?",
     "The {a} {n} near the {o} is in {P} {t}.",
 ]
-VOCABULARY = sorted(
-    set(NAMES + PLACES + NOUNS + ADJECTIVES + VERBS + TIMES)
-    | {"the", "a", "and", "went", "to", "is", "in", "did", "see", "near"}
-)
+_FIXED = {"the", "a", "and", "went", "to", "is", "in", "did", "see", "near"}
+VOCABULARY = sorted(set(NAMES + PLACES + NOUNS + ADJECTIVES + VERBS + TIMES) | _FIXED)
+HELD_OUT_WORDS = frozenset(w for ws in HELD_OUT.values() for w in ws)
+HALVES = ("seen", "unseen")  # the two halves of the test split, named in the clip ids
 
 
-def _sentence(rng: random.Random) -> str:
+def half_of(clip_id: str) -> str | None:
+    """"seen" or "unseen" for a test clip of this corpus (from its id), None for other clips."""
+    for h in HALVES:
+        if f"test-{h}-" in clip_id:
+            return h
+    return None
+
+
+def _sentence(rng: random.Random, held_out: bool = False) -> str:
+    """One sentence; with held_out, slots may also take held-out words (the caller keeps those that do)."""
+    pools = {"N": NAMES, "P": PLACES, "n": NOUNS, "a": ADJECTIVES, "v": VERBS}
+    if held_out:
+        pools = {k: v + HELD_OUT[k] for k, v in pools.items()}
     tpl = rng.choice(TEMPLATES)
-    n, m = rng.sample(NAMES, 2)
-    noun, other = rng.sample(NOUNS, 2)
+    n, m = rng.sample(pools["N"], 2)
+    noun, other = rng.sample(pools["n"], 2)
     t = rng.choice(TIMES)
     return tpl.format(
-        N=n, M=m, P=rng.choice(PLACES), n=noun, o=other, a=rng.choice(ADJECTIVES),
-        v=rng.choice(VERBS), t=t, T=t.capitalize(),
+        N=n, M=m, P=rng.choice(pools["P"]), n=noun, o=other, a=rng.choice(pools["a"]),
+        v=rng.choice(pools["v"]), t=t, T=t.capitalize(),
     )
 
 
-def sentences(counts: dict[str, int], seed: int) -> dict[str, list[str]]:
-    """Distinct sentences per split; no sentence appears in two splits."""
-    rng = random.Random(seed)
-    need = sum(counts.values())
+def has_unseen_word(sentence: str) -> bool:
+    return any(w.strip(",.?") in HELD_OUT_WORDS for w in sentence.split())
+
+
+def _distinct(rng: random.Random, need: int, held_out: bool) -> list[str]:
     seen: dict[str, None] = {}
     tries = 0
     while len(seen) < need:
-        seen.setdefault(_sentence(rng))
+        s = _sentence(rng, held_out)
+        if has_unseen_word(s) == held_out:
+            seen.setdefault(s)
         tries += 1
         if tries > 50 * need + 1000:
             raise ConfigError(f"synthetic: cannot make {need} distinct sentences from the built-in grammar")
-    pool = list(seen)
+    return list(seen)
+
+
+def sentences(counts: dict[str, int], seed: int, unseen_test: int = 0) -> dict[str, list[str]]:
+    """Distinct sentences per split; no sentence appears in two splits. The last `unseen_test` of
+    the test split hold held-out words; every other sentence uses only the training vocabulary."""
+    if not 0 <= unseen_test <= counts.get("test", 0):
+        raise ConfigError(f"synthetic.unseen_test: must be between 0 and synthetic.test ({counts.get('test', 0)}), "
+                          f"got {unseen_test}")
+    rng = random.Random(seed)
+    pool = _distinct(rng, sum(counts.values()) - unseen_test, held_out=False)
     out, start = {}, 0
     for split, k in counts.items():
+        k -= unseen_test if split == "test" else 0
         out[split] = pool[start : start + k]
         start += k
+    if unseen_test:  # drawn after the seen pool, so the other splits don't change with this count
+        out["test"] += _distinct(random.Random(f"{seed}-unseen"), unseen_test, held_out=True)
     return out
 
 
 def rows(cfg, split: str) -> list[tuple[str, str, tuple]]:
     """(orig_id, text, audio spec) for one split of a synthetic source config."""
     counts = {s: getattr(cfg, s) for s in ("train", "eval", "test")}
-    texts = sentences(counts, cfg.seed)[split]
+    texts = sentences(counts, cfg.seed, cfg.unseen_test)[split]
     rng = random.Random(f"{cfg.seed}-{split}-voices")
-    return [
-        (f"{split}-{i:05d}", text, (text, rng.choice(cfg.voices), rng.choice(cfg.speeds), rng.choice(cfg.pitches)))
-        for i, text in enumerate(texts)
-    ]
+    out = []
+    for i, text in enumerate(texts):
+        # test ids name their half ("test-seen-00003", "test-unseen-00001") so WER can be split
+        name = f"{split}-{'unseen' if has_unseen_word(text) else 'seen'}" if split == "test" and cfg.unseen_test else split
+        out.append((f"{name}-{i:05d}", text, (text, rng.choice(cfg.voices), rng.choice(cfg.speeds), rng.choice(cfg.pitches))))
+    return out
 
 
 def check_espeak(voices: list[str], key: str) -> None:

