@@ -55,7 +55,7 @@ def test_plan_rest_is_bucketed_and_balanced(tmp_path):
                       done=[(4, 2, first.steps // 3)])
     batches = [b for r in rest.workers for w in r for blk in w for b in blk.batches if b is not PAD]
     padded = sum(cat.durations[b].max() * len(b) for b in batches)
-    assert 1 - sum(cat.durations[b].sum() for b in batches) / padded < 0.08  # still sorted by duration
+    assert sum(cat.durations[b].sum() for b in batches) / padded > 0.92  # still sorted by duration
     assert max(rest.real_batches) - min(rest.real_batches) <= 2
 
 

@@ -48,18 +48,18 @@ import argparse
 import json
 import math
 import os
-import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from speechlm.config import Config, ConfigError, REPO_ROOT, cli_errors, load
+from speechlm.config import Config, ConfigError, cli_errors, load
 from speechlm.model.loss import chunk_tokens
+from speechlm.plan.disk import (  # noqa: F401  (re-exported)
+    DTYPE_BYTES, ENV_GIB, FLAC_BYTES_PER_SECOND, GIB, data_facts, disk, hub_files_bytes,
+)
 from speechlm.plan.models import (  # noqa: F401  (re-exported: the planner's public surface)
     ACT_FACTOR, LINEAR_ATTN_CHUNK, Shapes, _offline, _sub_config, bundled_config_path, encoder_family, hub_checkpoint, meta_model,
     model_config, model_shapes,
 )
 
-GIB = 1024**3
 # by compute-dtype bytes, per logit: the backward's peak (saved fp32 log-softmax + the fp32 gradient
 # in and out of it); measured 12.0-12.1 for bf16 and fp32 by bench/loss_memory.py (docs/benchmarks.md)
 LOGIT_BYTES = {2: 12, 4: 12}
@@ -69,9 +69,6 @@ USABLE_FRACTION = 0.92  # keep this much of a card's memory as the budget
 MAX_CLIP_SECONDS = 19.0  # the shard step's cap (pitfall: OOM on long clips)
 TEXT_TOKENS_PER_SECOND = 3.5  # English speech ~2.5 words/s at ~1.3 tokens/word, + <|im_end|>
 PROMPT_TOKENS = 32  # chat template turns, the prompt, the newline
-FLAC_BYTES_PER_SECOND = 20_000  # 16 kHz 16-bit mono FLAC is ~60% of 32 kB/s
-ENV_GIB = 15.0  # Python deps, pip and wheel caches on top of the image's CUDA torch
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 
 
 @dataclass(frozen=True)
@@ -173,121 +170,6 @@ def fit_batch(cfg: Config, shapes: Shapes, gpu: GPU, *, world: int, clip_seconds
             return b, effective // (b * world)
         b = b // 2 if b > 1 else 0
     return None
-
-
-# --------------------------------------------------------------------------- disk
-
-
-def _manifest(path: str) -> tuple[Path, dict] | None:
-    p = Path(path) if Path(path).is_absolute() else REPO_ROOT / path
-    m = p / "manifest.json"
-    return (p, json.loads(m.read_text())) if m.is_file() else None
-
-
-def _remote_manifest(url: str) -> dict | None:
-    from speechlm.data import remote
-
-    try:
-        return json.loads(remote.read_bytes(remote.join(url, "manifest.json"), remote.RemoteIO(retries=1, timeout_s=10)))
-    except (OSError, ValueError):  # unreachable or not there: the set's size is reported as unknown
-        return None
-
-
-def data_facts(cfg: Config) -> dict:
-    """Shard bytes and the longest clip, from the built shards' manifests where they exist. A set at
-    a URL stays there: it takes local disk only through data.cache_dir (at most data.cache_max_gb)."""
-    from speechlm.data.remote import is_url
-
-    out = {"shard_bytes": 0, "max_clip_seconds": None, "unknown": []}
-    remote_bytes = 0.0
-    for ds in {d.path: d for d in cfg.data.train + cfg.data.eval}.values():
-        if is_url(ds.path):
-            root, man = None, _remote_manifest(ds.path)
-            if man is None:
-                out["unknown"].append(ds.path)
-                continue
-        else:
-            found = _manifest(ds.path)
-            if not found:
-                continue
-            root, man = found
-        for split in man.get("splits", {}).values():
-            for sh in split.get("shards", []):
-                if root is None:
-                    remote_bytes += sh.get("seconds", 0) * FLAC_BYTES_PER_SECOND
-                else:
-                    f = root / sh["file"]
-                    out["shard_bytes"] += f.stat().st_size if f.is_file() else sh.get("seconds", 0) * FLAC_BYTES_PER_SECOND
-                longest = max(sh.get("durations") or [0])
-                out["max_clip_seconds"] = max(out["max_clip_seconds"] or 0, longest)
-    if cfg.data.cache_dir:
-        out["shard_bytes"] += min(remote_bytes, cfg.data.cache_max_gb * GIB)
-    missing = [d.path for d in cfg.data.train + cfg.data.eval if not is_url(d.path) and not _manifest(d.path)]
-    if missing:  # not built yet: size the build from its sources' Hub metadata
-        source = _source_bytes(cfg.data.recipe)
-        if source is None:
-            out["unknown"] = sorted(set(missing))
-        else:  # the build downloads the sources (Hub cache), then writes FLAC shards of about that size
-            out["source_bytes"] = source
-            out["shard_bytes"] += source
-    return out
-
-
-def _source_bytes(recipe: str | None) -> int | None:
-    """Download size of a shard recipe's Hub sources (files under the subset), or None if unknown."""
-    import yaml
-
-    if not recipe or _offline():
-        return None
-    path = Path(recipe) if Path(recipe).is_absolute() else REPO_ROOT / recipe
-    if not path.is_file():
-        path = REPO_ROOT / "shards" / f"{recipe}.yaml"
-    if not path.is_file():
-        return None
-    from huggingface_hub import HfApi
-
-    total = 0
-    for src in (yaml.safe_load(path.read_text()) or {}).get("sources", []):
-        if src.get("kind") != "hf":
-            return None if src.get("kind") != "synthetic" else total
-        try:
-            info = HfApi().dataset_info(src["path"], files_metadata=True)
-        except Exception as e:  # gated, missing or unreachable: report it as unknown
-            print(f"plan: {src['path']}: dataset metadata unavailable ({type(e).__name__})", file=sys.stderr)
-            return None
-        splits = [x for items in (src.get("splits") or {}).values() for x in items]
-        total += hub_files_bytes([(f.rfilename, f.size or 0) for f in info.siblings or []],
-                                 str(src.get("subset") or ""), splits)
-    return total
-
-
-def hub_files_bytes(files: list[tuple[str, int]], subset: str, splits: list[str]) -> int:
-    """Bytes of a dataset repo's files that a build downloads: those of the subset (a folder or name
-    prefix), narrowed to the recipe's splits where the files are named by split (clean/validation/...
-    or validation-0000.parquet): openslr/librispeech_asr's `clean` also holds 30 GB of training
-    splits that a dev-clean run never fetches."""
-    def in_subset(name: str) -> bool:
-        return not subset or subset in name.split("/") or name.startswith(subset)
-
-    def in_split(name: str, split: str) -> bool:
-        return any(part == split or part.startswith(split + "-") for part in name.split("/"))
-
-    ours = [(n, b) for n, b in files if in_subset(n)]
-    by_split = [(n, b) for n, b in ours if any(in_split(n, sp) for sp in splits)]
-    return sum(b for _, b in (by_split or ours))  # files not named by split: all of the subset
-
-
-def disk(cfg: Config, shapes: Shapes, data: dict) -> dict:
-    # a checkpoint: DeepSpeed state (fp32 master + m + v, 16-bit trainable) + the exported model
-    ckpt = shapes.trainable_params * (12 + 2 + 4)
-    keep = (cfg.training.save_total_limit or 10) + 1  # the new one is written before the oldest goes
-    hub = shapes.download_bytes
-    if hub is None:  # offline: the checkpoints as stored on the Hub, in their dtype
-        hub = (shapes.encoder_params + shapes.decoder_params) * DTYPE_BYTES.get(cfg.model.model_dtype, 2)
-    out = {"shards": data["shard_bytes"], "hub_cache": hub + data.get("source_bytes", 0), "checkpoints": ckpt * keep,
-           "environment": ENV_GIB * GIB}
-    out["total"] = sum(out.values())
-    return out
 
 
 # --------------------------------------------------------------------------- plan + report
