@@ -5,6 +5,7 @@ twins in place of the real weights) and checks every artefact; the slow test run
 `make demo` path on the real weights and requires it to learn (WER per test half, below).
 """
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -101,8 +102,10 @@ def test_full_demo_learns(tmp_path):
 
     Measured on 2 shared CPU cores: WER 4.0% on seen-word sentences, 30.3% on unseen-word ones
     (docs/benchmarks.md); the bounds leave a margin for run-to-run noise, not for a broken model."""
+    # every core, as `make demo` gets them (conftest pins the test process itself to one thread)
+    env = {**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
     r = subprocess.run([sys.executable, "-m", "speechlm.demo", "--out", str(tmp_path), "--name", "demo"],
-                       cwd=REPO, capture_output=True, text=True, timeout=5400)
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=5400)
     assert r.returncode == 0, r.stderr[-3000:]
     halves = {x.split()[2].rstrip(":"): float(x.split()[3].rstrip("%")) / 100
               for x in r.stdout.splitlines() if x.startswith("held-out WER seen") or x.startswith("held-out WER unseen")}
