@@ -48,6 +48,11 @@ def start_now_when_pending(env, job: str) -> bool:
     """Slurm holds a requeued job back for a while (BeginTime); the test lets it start at once."""
     if job_state(env, job) != "PENDING":
         return False
+    # a job that requeued itself is PENDING while its old batch script is still exiting; a start forced
+    # then is killed by Slurm ("Killing non-startable batch job: Job credential revoked")
+    if subprocess.run(["pgrep", "-f", f"slurmstepd: \\[{job}\\.batch\\]"], capture_output=True).returncode == 0:
+        return False
+    time.sleep(2)
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, capture_output=True, timeout=30)
     return True
 
