@@ -1,0 +1,286 @@
+"""On-the-fly training augmentation of decoded clips (the `data.augment` section), run in the reader's workers.
+
+Every random draw comes from (run seed, epoch, clip id) and nothing else, so an augmented clip is
+the same after any resume, on any number of ranks or workers, in any order. Each transform draws
+from its own child of that seed (`numpy.random.SeedSequence.spawn`), so turning one transform on or
+off leaves the others' draws alone. A clip that a weight-2 set repeats within one epoch gets the
+same augmentation both times (its id and epoch are the same).
+
+Order, as a recording chain would apply them: speed -> reverb -> noise -> gain -> band limit ->
+clipping -> lossy codec. SpecAugment masks act on the features (`spec_masks`, in the collator).
+
+Noise and RIR folders are listed once, sorted, when the Augmenter is built (the trainer builds it
+before any process group, so a missing or empty folder is a ConfigError naming the key). A file
+that will not decode at training time is a counted, logged skip: that clip gets generated noise
+(or a synthetic RIR) from the same draws, so the result is still deterministic.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+import torch
+
+from speechlm import audio as audio_io
+from speechlm.audio import SAMPLE_RATE
+from speechlm.config import ConfigError
+from speechlm.config.augment import AugmentConfig
+
+log = logging.getLogger(__name__)
+
+# one child seed per transform, in this order; append new transforms at the end (keeps old draws)
+STREAMS = ("speed", "reverb", "noise", "gain", "bandlimit", "clipping", "codec", "spec")
+AUDIO_EXTENSIONS = {".wav", ".flac", ".ogg", ".opus", ".mp3", ".aiff", ".aif", ".au", ".caf", ".w64", ".rf64"}
+CODECS = {"mp3": ("MP3", "MPEG_LAYER_III"), "opus": ("OGG", "OPUS"), "vorbis": ("OGG", "VORBIS")}
+RIR_CACHE = 512  # decoded RIRs kept per worker (a few seconds each at most)
+COLOR_EXPONENT = {"white": 0.0, "pink": 1.0, "brown": 2.0}  # power spectrum ~ 1 / f^exponent
+
+
+def clip_seed(seed: int, epoch: int, clip_id: str) -> np.random.SeedSequence:
+    """The seed of one clip in one epoch: a stable hash of the id (not Python's salted hash())."""
+    words = np.frombuffer(hashlib.blake2b(clip_id.encode(), digest_size=16).digest(), dtype=np.uint32)
+    return np.random.SeedSequence([int(seed) & 0xFFFFFFFF, (int(seed) >> 32) & 0xFFFFFFFF, int(epoch), *map(int, words)])
+
+
+def clip_rngs(seed: int, epoch: int, clip_id: str) -> dict[str, np.random.Generator]:
+    return {name: np.random.default_rng(s) for name, s in zip(STREAMS, clip_seed(seed, epoch, clip_id).spawn(len(STREAMS)))}
+
+
+def _uniform(rng: np.random.Generator, r) -> float:
+    return float(rng.uniform(r[0], r[1])) if r[0] < r[1] else float(r[0])
+
+
+def _fit(x: np.ndarray, n: int) -> np.ndarray:
+    """Exactly n samples: cut, or pad with zeros."""
+    return x[:n] if len(x) >= n else np.pad(x, (0, n - len(x)))
+
+
+def _power(x: np.ndarray) -> float:
+    return float(np.mean(np.square(x, dtype=np.float64))) if x.size else 0.0
+
+
+# ---------------------------------------------------------------------------------- transforms
+
+def speed(wave: np.ndarray, factor: float) -> np.ndarray:
+    """Play `factor` times as fast (pitch moves with it, as sox's `speed`): len(wave) / factor samples."""
+    if factor == 1.0:
+        return wave
+    # reading 16 kHz samples as if recorded at 16 kHz * factor, then resampling to 16 kHz
+    return soxr.resample(wave, SAMPLE_RATE * factor, SAMPLE_RATE, quality="HQ").astype(np.float32)
+
+
+def coloured_noise(n: int, color: str, rng: np.random.Generator) -> np.ndarray:
+    """Gaussian noise of n samples with a 1 / f^k power spectrum (white k=0, pink 1, brown 2); unit power."""
+    white = rng.standard_normal(n)
+    k = COLOR_EXPONENT[color]
+    if k:
+        spec = np.fft.rfft(white)
+        f = np.arange(len(spec), dtype=np.float64)
+        f[0] = f[1] if len(f) > 1 else 1.0  # no infinite DC gain
+        white = np.fft.irfft(spec / f ** (k / 2), n)
+    p = _power(white)
+    return (white / np.sqrt(p) if p > 0 else white).astype(np.float32)
+
+
+def mix_at_snr(wave: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
+    """wave + noise scaled so that power(wave) / power(scaled noise) is snr_db; noise is cut or tiled to the wave."""
+    noise = np.resize(noise, len(wave)) if len(noise) != len(wave) else noise
+    ps, pn = _power(wave), _power(noise)
+    if ps <= 0 or pn <= 0:
+        return wave  # SNR is undefined against silence
+    return (wave + noise * np.sqrt(ps / (pn * 10 ** (snr_db / 10)))).astype(np.float32)
+
+
+def synthetic_rir(rng: np.random.Generator, rt60_s: float, drr_db: float) -> np.ndarray:
+    """A direct path of 1 at lag 0, then exponentially decaying Gaussian noise (60 dB down at rt60_s)
+    whose energy is drr_db below the direct path's."""
+    n = max(2, int(rt60_s * SAMPLE_RATE))
+    t = np.arange(1, n) / SAMPLE_RATE
+    tail = rng.standard_normal(n - 1) * np.exp(-6.9078 * t / rt60_s)  # ln(1000): 60 dB in amplitude
+    tail *= np.sqrt(10 ** (-drr_db / 10) / max(_power(tail) * len(tail), 1e-12))
+    return np.concatenate([[1.0], tail]).astype(np.float32)
+
+
+def reverberate(wave: np.ndarray, rir: np.ndarray) -> np.ndarray:
+    """Convolve with `rir`, aligned at its strongest tap (the direct path), cut to the input's length,
+    at the input's level."""
+    rir = np.asarray(rir, dtype=np.float64)
+    rir = rir[int(np.argmax(np.abs(rir))):]
+    n = len(wave)
+    size = 1 << int(np.ceil(np.log2(n + len(rir) - 1)))
+    out = np.fft.irfft(np.fft.rfft(wave, size) * np.fft.rfft(rir, size), size)[:n]
+    ps, po = _power(wave), _power(out)
+    return (out * np.sqrt(ps / po) if po > 0 else out).astype(np.float32)
+
+
+def bandlimit(wave: np.ndarray, rate: int) -> np.ndarray:
+    """Through `rate` Hz and back: nothing above rate / 2 is left (a telephone line at 8000)."""
+    low = soxr.resample(wave, SAMPLE_RATE, rate, quality="HQ")
+    return _fit(soxr.resample(low, rate, SAMPLE_RATE, quality="HQ"), len(wave)).astype(np.float32)
+
+
+def clip_peaks(wave: np.ndarray, level: float) -> np.ndarray:
+    """Hard clipping at `level` times the clip's peak."""
+    t = float(np.max(np.abs(wave))) * level if wave.size else 0.0
+    return np.clip(wave, -t, t) if t > 0 else wave
+
+
+def codec(wave: np.ndarray, name: str, compression: float) -> np.ndarray:
+    """Encode with libsndfile's lossy codec `name` and decode again; same length."""
+    fmt, sub = CODECS[name]
+    buf = io.BytesIO()
+    sf.write(buf, np.clip(wave, -1.0, 1.0), SAMPLE_RATE, format=fmt, subtype=sub, compression_level=compression)
+    buf.seek(0)
+    out, sr = sf.read(buf, dtype="float32", always_2d=False)
+    return _fit(audio_io.to_mono_16k(out, sr), len(wave))
+
+
+def spec_masks(feats: torch.Tensor, frames: int, rng: np.random.Generator, cfg, frames_per_second: float,
+               num_mel_bins: int) -> torch.Tensor:
+    """SpecAugment on one clip's features [T, F] (first `frames` real), in place: `cfg.time_masks` spans of
+    up to time_mask_max_s, `cfg.freq_masks` bands of up to freq_mask_max_bins mel bins. F holds blocks
+    of num_mel_bins (Granite: mel and delta of two stacked frames), so a band masks the same bins in
+    every block. Masked values are the clip's mean of that feature (what zero is after mean normalization)."""
+    if frames <= 0:
+        return feats
+    fill = feats[:frames].mean(dim=0)
+    max_t = int(cfg.time_mask_max_s * frames_per_second)
+    for _ in range(cfg.time_masks):
+        w = int(rng.integers(0, max_t + 1))
+        t0 = int(rng.integers(0, max(1, frames - w + 1)))
+        feats[t0:t0 + w] = fill
+    blocks = feats.shape[-1] // num_mel_bins
+    for _ in range(cfg.freq_masks):
+        w = int(rng.integers(0, min(cfg.freq_mask_max_bins, num_mel_bins) + 1))
+        f0 = int(rng.integers(0, num_mel_bins - w + 1))
+        for b in range(blocks):
+            cols = slice(b * num_mel_bins + f0, b * num_mel_bins + f0 + w)
+            feats[:frames, cols] = fill[cols]
+    return feats
+
+
+# ---------------------------------------------------------------------------------- folders
+
+def list_audio(folder: str | None, key: str) -> list[str]:
+    """Sorted audio files under `folder` (recursively), or a ConfigError naming `key`."""
+    if folder is None:
+        return []
+    p = Path(folder).expanduser()
+    if not p.is_dir():
+        raise ConfigError(f"{key}: no such folder '{folder}'")
+    files = sorted(str(f) for f in p.rglob("*") if f.suffix.lower() in AUDIO_EXTENSIONS and f.is_file())
+    if not files:
+        raise ConfigError(f"{key}: no audio files in '{folder}' (looked for {', '.join(sorted(AUDIO_EXTENSIONS))})")
+    return files
+
+
+def check_codecs(formats: list[str], key: str) -> None:
+    for i, name in enumerate(formats):
+        fmt, sub = CODECS[name]
+        if sub not in sf.available_subtypes(fmt):
+            raise ConfigError(f"{key}[{i}]: this machine's libsndfile ({sf.__libsndfile_version__}) cannot write "
+                              f"{name}; it has {', '.join(n for n, (f, s) in CODECS.items() if s in sf.available_subtypes(f)) or 'no lossy codec'}")
+
+
+class Augmenter:
+    """`augmenter(wave, epoch, clip_id)` -> the augmented clip. Picklable (DataLoader workers); files
+    are read in the worker that needs them."""
+
+    def __init__(self, cfg: AugmentConfig, seed: int, key: str = "data.augment"):
+        cfg.validate(key)
+        self.cfg, self.seed = cfg, int(seed)
+        on = cfg.enabled
+        self.noise_files = list_audio(cfg.noise.dir, f"{key}.noise.dir") if on and cfg.noise.prob > 0 else []
+        self.rir_files = list_audio(cfg.reverb.dir, f"{key}.reverb.dir") if on and cfg.reverb.prob > 0 else []
+        if on and cfg.codec.prob > 0:
+            check_codecs(cfg.codec.formats, f"{key}.codec.formats")
+        self.stats: Counter = Counter()
+        self._rirs: dict[int, np.ndarray | None] = {}  # insertion order: oldest evicted first
+
+    @property
+    def enabled(self) -> bool:
+        return self.cfg.enabled
+
+    def __call__(self, wave: np.ndarray, epoch: int, clip_id: str) -> np.ndarray:
+        if not self.cfg.enabled:
+            return wave
+        c, r = self.cfg, clip_rngs(self.seed, epoch, clip_id)
+        x = np.asarray(wave, dtype=np.float32)
+        x = speed(x, float(r["speed"].choice(c.speed.factors)))
+        if r["reverb"].random() < c.reverb.prob:
+            x = reverberate(x, self._rir(r["reverb"]))
+        if r["noise"].random() < c.noise.prob:
+            x = mix_at_snr(x, self._noise(len(x), r["noise"]), _uniform(r["noise"], c.noise.snr_db))
+        if r["gain"].random() < c.gain.prob:
+            x = (x * 10 ** (_uniform(r["gain"], c.gain.db) / 20)).astype(np.float32)
+        if r["bandlimit"].random() < c.bandlimit.prob:
+            x = bandlimit(x, int(r["bandlimit"].choice(c.bandlimit.sample_rates)))
+        if r["clipping"].random() < c.clipping.prob:
+            x = clip_peaks(x, _uniform(r["clipping"], c.clipping.level))
+        if r["codec"].random() < c.codec.prob:
+            name, level = str(r["codec"].choice(c.codec.formats)), _uniform(r["codec"], c.codec.compression)
+            try:
+                x = codec(x, name, level)
+            except (sf.LibsndfileError, RuntimeError) as e:
+                self._skip("codec_errors", f"{name} round trip of {clip_id} failed ({e}): kept without the codec")
+        return np.ascontiguousarray(x, dtype=np.float32)
+
+    def spec(self, feats: torch.Tensor, frames: int, epoch: int, clip_id: str, features) -> torch.Tensor:
+        """SpecAugment masks for one clip's features (`features`: the family's extractor)."""
+        s = self.cfg.spec
+        if not self.cfg.enabled or not (s.time_masks or s.freq_masks):
+            return feats
+        rng = clip_rngs(self.seed, epoch, clip_id)["spec"]
+        return spec_masks(feats, frames, rng, s, features.frames_per_second, features.num_mel_bins)
+
+    # ------------------------------------------------------------------------------ sources
+
+    def _skip(self, what: str, msg: str) -> None:
+        self.stats[what] += 1
+        log.warning(msg)
+
+    def _noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        color = str(rng.choice(self.cfg.noise.colors))
+        if not self.noise_files:
+            return coloured_noise(n, color, rng)
+        path = self.noise_files[int(rng.integers(len(self.noise_files)))]
+        pick = rng.random()  # where in the file the segment starts, as a fraction of the free range
+        try:
+            with sf.SoundFile(path) as f:
+                sr, total = f.samplerate, f.frames
+                need = min(total, int(np.ceil(n * sr / SAMPLE_RATE)) + 1)
+                f.seek(int(pick * (total - need + 1)) if total > need else 0)
+                seg = audio_io.to_mono_16k(f.read(need, dtype="float32", always_2d=False), sr)
+            if seg.size == 0 or not np.isfinite(seg).all():
+                raise audio_io.AudioError("no usable samples")
+            return np.resize(seg, n)
+        except (sf.LibsndfileError, RuntimeError, audio_io.AudioError, OSError) as e:
+            self._skip("bad_noise_files", f"noise file {path} is unusable ({e}): generated {color} noise instead")
+            return coloured_noise(n, color, rng)
+
+    def _rir(self, rng: np.random.Generator) -> np.ndarray:
+        rt60, drr = _uniform(rng, self.cfg.reverb.rt60_s), _uniform(rng, self.cfg.reverb.drr_db)
+        if not self.rir_files:
+            return synthetic_rir(rng, rt60, drr)
+        i = int(rng.integers(len(self.rir_files)))
+        if i not in self._rirs:
+            if len(self._rirs) >= RIR_CACHE:
+                self._rirs.pop(next(iter(self._rirs)))
+            try:
+                self._rirs[i] = audio_io.load(self.rir_files[i])
+            except (audio_io.AudioError, OSError) as e:
+                self._skip("bad_rir_files", f"RIR file {self.rir_files[i]} is unusable ({e}): synthetic RIRs instead")
+                self._rirs[i] = None  # remembered, so it is logged once per worker
+        rir = self._rirs[i]
+        # the fallback comes from this clip's draws, never from a cache another clip filled
+        return synthetic_rir(rng, rt60, drr) if rir is None else rir
+
+
+__all__ = ["Augmenter", "bandlimit", "clip_peaks", "clip_rngs", "clip_seed", "codec", "coloured_noise",
+           "list_audio", "mix_at_snr", "reverberate", "spec_masks", "speed", "synthetic_rir"]
