@@ -128,6 +128,25 @@ def test_reverb_keeps_length_alignment_and_level(predelay):
     assert snr_db(x, y) < 10  # the tail is really there
 
 
+def test_block_convolution_equals_direct_convolution():
+    rng = np.random.default_rng(8)
+    for n, m in ((5000, 12800), (20000, 300), (1, 1), (16000, 4097)):
+        x, h = rng.standard_normal(n).astype(np.float32), rng.standard_normal(m).astype(np.float32)
+        np.testing.assert_allclose(A.fft_convolve(x, h), np.convolve(x, h)[:n], atol=2e-3)
+
+
+def test_generated_noise_differs_per_clip_and_wraps_without_a_seam():
+    aug = A.Augmenter(cfg(noise=NoiseAugment(prob=1.0, snr_db=[10.0, 10.0], colors=["brown"])), seed=0)
+    x = speechlike()
+    n1, n2 = aug(x, 0, "a") - x, aug(x, 0, "b") - x
+    assert abs(np.corrcoef(n1, n2)[0, 1]) < 0.2
+    bank = aug._bank("brown")
+    wrapped = A.cyclic(bank, len(bank) - 100, 300)
+    np.testing.assert_array_equal(wrapped[100:], bank[:200])
+    # periodic: the step across the seam is like any other step of brown noise
+    assert abs(wrapped[100] - wrapped[99]) < 6 * np.std(np.diff(bank))
+
+
 def test_synthetic_rir_decays_by_60_db_at_rt60_and_has_its_drr():
     rir = A.synthetic_rir(np.random.default_rng(5), rt60_s=0.5, drr_db=6.0)
     assert len(rir) == 8000 and rir[0] == 1.0
