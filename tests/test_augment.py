@@ -235,15 +235,15 @@ def test_transforms_draw_independently():
     assert len({len(a(x, 0, f"c{i}")) for i in range(12)}) == 3
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch: ~15 s on a loaded 2-core machine
 def test_clip_seed_does_not_depend_on_python_hash_salt():
+    # a resumed run is a new process with a new str-hash salt; this one's salt is random per run
     code = ("from speechlm.data.augment import clip_rngs; "
             "print(clip_rngs(44, 3, 'synthetic_000123')['noise'].integers(1 << 62))")
     root = str(Path(__file__).resolve().parent.parent)
-    outs = {subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONHASHSEED=s, PYTHONPATH=root),
-                           capture_output=True, text=True, check=True).stdout
-            for s in ("1", "2")}
-    assert len(outs) == 1
-    assert outs.pop().strip() == str(A.clip_rngs(44, 3, "synthetic_000123")["noise"].integers(1 << 62))
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=root),
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(A.clip_rngs(44, 3, "synthetic_000123")["noise"].integers(1 << 62))
 
 
 def test_disabled_is_the_identity():
