@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from speechlm.config.schema import ConfigError
+from speechlm.config.errors import ConfigError
 
 
 @dataclass

@@ -16,6 +16,7 @@ that will not decode at training time is a counted, logged skip: that clip gets 
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import logging
@@ -233,6 +234,22 @@ class Augmenter:
     def enabled(self) -> bool:
         return self.cfg.enabled
 
+    @property
+    def masks_features(self) -> bool:
+        return self.cfg.enabled and bool(self.cfg.spec.time_masks or self.cfg.spec.freq_masks)
+
+    @property
+    def max_stretch(self) -> float:
+        return self.cfg.max_stretch
+
+    def reseeded(self, seed: int) -> "Augmenter":
+        """This augmenter for a run seed (a resumed reader keeps the seed its state recorded)."""
+        if int(seed) == self.seed:
+            return self
+        other = copy.copy(self)
+        other.__dict__.update(self.__getstate__(), seed=int(seed))
+        return other
+
     def __call__(self, wave: np.ndarray, epoch: int, clip_id: str) -> np.ndarray:
         if not self.cfg.enabled:
             return wave
@@ -259,9 +276,9 @@ class Augmenter:
 
     def spec(self, feats: torch.Tensor, frames: int, epoch: int, clip_id: str, features) -> torch.Tensor:
         """SpecAugment masks for one clip's features (`features`: the family's extractor)."""
-        s = self.cfg.spec
-        if not self.cfg.enabled or not (s.time_masks or s.freq_masks):
+        if not self.masks_features:
             return feats
+        s = self.cfg.spec
         rng = clip_rngs(self.seed, epoch, clip_id)["spec"]
         return spec_masks(feats, frames, rng, s, features.frames_per_second, features.num_mel_bins)
 
