@@ -238,12 +238,12 @@ def test_transforms_draw_independently():
 @pytest.mark.slow  # a fresh interpreter imports torch: ~15 s on a loaded 2-core machine
 def test_clip_seed_does_not_depend_on_python_hash_salt():
     # a resumed run is a new process with a new str-hash salt; this one's salt is random per run
-    code = ("from speechlm.data.augment import clip_rngs; "
-            "print(clip_rngs(44, 3, 'synthetic_000123')['noise'].integers(1 << 62))")
+    code = ("from speechlm.data.augment import ClipDraws; "
+            "print(ClipDraws(44, 3, 'synthetic_000123')['noise'].integers(1 << 62))")
     root = str(Path(__file__).resolve().parent.parent)
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=root),
                          capture_output=True, text=True, check=True).stdout
-    assert out.strip() == str(A.clip_rngs(44, 3, "synthetic_000123")["noise"].integers(1 << 62))
+    assert out.strip() == str(A.ClipDraws(44, 3, "synthetic_000123")["noise"].integers(1 << 62))
 
 
 def test_disabled_is_the_identity():
