@@ -3,7 +3,7 @@ seed's way (a `datasets` map-mode dataset of the same FLAC clips, random batches
 DataLoader), with the same decoding (speechlm.audio) and the same Collator (features + tokens).
 
     python bench/reader.py [--clips 480] [--batch 16] [--workers 1] [--repeats 2]
-    python bench/reader.py --augment [--recipe production]   # the reader with and without data.augment
+    python bench/reader.py --augment [--recipe production] [--override data.augment.speed.prob=0]
 
 Reports clips per CPU second into ready batches (the work runs in-process, torch on one thread, so
 this is per core and robust on a shared machine), the padding share of audio frames and text
@@ -117,7 +117,7 @@ def run_reader(path, collator, batch, workers, augment=None):
 
 def bench_augment(kind, args, collator):
     """The reader with the recipe's data.augment against the same reader without it."""
-    aug_cfg = C.load(Config, args.recipe).data.augment
+    aug_cfg = C.load(Config, args.recipe, None, args.override).data.augment
     augment = Augmenter(aug_cfg, seed=1)
     clips = make_clips(args.clips, kind)
     with tempfile.TemporaryDirectory() as tmp:
@@ -183,6 +183,7 @@ def main(argv=None):
     ap.add_argument("--plan-clips", type=int, default=1_000_000)
     ap.add_argument("--augment", action="store_true", help="only: the reader with and without data.augment")
     ap.add_argument("--recipe", default="production", help="whose data.augment --augment measures")
+    ap.add_argument("--override", nargs="*", default=[], help="key=value on that recipe, e.g. data.augment.speed.prob=0")
     args = ap.parse_args(argv)
     import datasets
 

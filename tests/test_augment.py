@@ -246,6 +246,14 @@ def test_clip_seed_does_not_depend_on_python_hash_salt():
     assert out.strip() == str(A.ClipDraws(44, 3, "synthetic_000123")["noise"].integers(1 << 62))
 
 
+def test_speed_prob_is_the_share_of_clips_changed():
+    x = speechlike(0.5)
+    aug = A.Augmenter(cfg(speed=SpeedAugment([0.8], prob=0.3)), seed=0)
+    changed = sum(len(aug(x, 0, f"c{i}")) != len(x) for i in range(300))
+    assert 60 <= changed <= 120  # binomial(300, 0.3): mean 90, sd 8
+    assert replace(cfg(speed=SpeedAugment([0.8], prob=0.0))).max_stretch == 1.0
+
+
 def test_disabled_is_the_identity():
     x = speechlike()
     off = replace(cfg(**FULL), enabled=False)
@@ -259,6 +267,7 @@ def test_disabled_is_the_identity():
     ({"speed": {"factors": [0.9, 0.0]}}, "data.augment.speed.factors[1]"),
     ({"speed": {"factors": [-1.0]}}, "data.augment.speed.factors[0]"),
     ({"speed": {"factors": []}}, "data.augment.speed.factors"),
+    ({"speed": {"prob": -0.1}}, "data.augment.speed.prob"),
     ({"noise": {"snr_db": [20, 5]}}, "data.augment.noise.snr_db"),
     ({"noise": {"snr_db": [5]}}, "data.augment.noise.snr_db"),
     ({"noise": {"prob": 1.5}}, "data.augment.noise.prob"),

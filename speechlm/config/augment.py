@@ -15,9 +15,10 @@ from speechlm.config.errors import ConfigError
 
 @dataclass
 class SpeedAugment:
-    # one factor drawn per clip (uniformly from the list): 1.1 plays 10% faster (shorter clip);
-    # [1.0] is off. The planner counts the longest clip at the smallest factor.
+    # with probability `prob`, a factor drawn uniformly from the list: 1.1 plays 10% faster (a shorter
+    # clip); [1.0] is off. The planner counts the longest clip at the smallest factor.
     factors: list[float] = field(default_factory=lambda: [1.0])
+    prob: float = 1.0
 
 
 @dataclass
@@ -93,7 +94,7 @@ class AugmentConfig:
     @property
     def max_stretch(self) -> float:
         """How much longer the longest clip can get (1 / the smallest speed factor)."""
-        return 1.0 / min(self.speed.factors) if self.enabled else 1.0
+        return 1.0 / min(self.speed.factors) if self.enabled and self.speed.prob > 0 else 1.0
 
     def validate(self, prefix: str = "data.augment") -> None:
         """Value checks (no files): a ConfigError naming the key."""
@@ -102,7 +103,7 @@ class AugmentConfig:
         for i, f in enumerate(self.speed.factors):
             if not f > 0:
                 raise ConfigError(f"{prefix}.speed.factors[{i}]: a speed factor must be > 0, got {f}")
-        for name in ("reverb", "noise", "gain", "bandlimit", "clipping", "codec"):
+        for name in ("speed", "reverb", "noise", "gain", "bandlimit", "clipping", "codec"):
             p = getattr(self, name).prob
             if not 0.0 <= p <= 1.0:
                 raise ConfigError(f"{prefix}.{name}.prob: a probability in [0, 1], got {p}")
@@ -130,7 +131,7 @@ class AugmentConfig:
         """Names of the transforms that can change a clip (for logs)."""
         if not self.enabled:
             return []
-        out = ["speed"] if any(f != 1.0 for f in self.speed.factors) else []
+        out = ["speed"] if self.speed.prob > 0 and any(f != 1.0 for f in self.speed.factors) else []
         out += [f.name for f in fields(self) if f.name not in ("enabled", "speed", "spec")
                 and getattr(self, f.name).prob > 0]
         if self.spec.time_masks or self.spec.freq_masks:

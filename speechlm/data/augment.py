@@ -270,7 +270,7 @@ class Augmenter:
             return wave
         c, r = self.cfg, ClipDraws(self.seed, epoch, clip_id)
         x = np.asarray(wave, dtype=np.float32)
-        if len(c.speed.factors) > 1 or c.speed.factors[0] != 1.0:
+        if r.gate("speed") < c.speed.prob:
             x = speed(x, float(r["speed"].choice(c.speed.factors)))
         if r.gate("reverb") < c.reverb.prob:
             x = reverberate(x, self._rir(r["reverb"]))
