@@ -136,10 +136,10 @@ def test_block_convolution_equals_direct_convolution():
 
 
 def test_generated_noise_differs_per_clip_and_wraps_without_a_seam():
-    aug = A.Augmenter(cfg(noise=NoiseAugment(prob=1.0, snr_db=[10.0, 10.0], colors=["brown"])), seed=0)
+    aug = A.Augmenter(cfg(noise=NoiseAugment(prob=1.0, snr_db=[10.0, 10.0], colors=["white"])), seed=0)
     x = speechlike()
     n1, n2 = aug(x, 0, "a") - x, aug(x, 0, "b") - x
-    assert abs(np.corrcoef(n1, n2)[0, 1]) < 0.2
+    assert abs(np.corrcoef(n1, n2)[0, 1]) < 0.1  # different stretches of the bank
     bank = aug._bank("brown")
     wrapped = A.cyclic(bank, len(bank) - 100, 300)
     np.testing.assert_array_equal(wrapped[100:], bank[:200])

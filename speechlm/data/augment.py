@@ -34,8 +34,9 @@ from speechlm.config.augment import AugmentConfig
 
 log = logging.getLogger(__name__)
 
-# one child seed per transform, in this order; append new transforms at the end (keeps old draws)
-STREAMS = ("gate", "speed", "reverb", "noise", "gain", "bandlimit", "clipping", "codec", "spec")
+# the transforms' rows in ClipDraws, in this order; append new ones at the end (keeps old draws)
+STREAMS = ("speed", "reverb", "noise", "gain", "bandlimit", "clipping", "codec", "spec")
+PARAMS = 6  # uniforms per transform and clip: [0] decides whether it fires, the rest its parameters
 AUDIO_EXTENSIONS = {".wav", ".flac", ".ogg", ".opus", ".mp3", ".aiff", ".aif", ".au", ".caf", ".w64", ".rf64"}
 CODECS = {"mp3": ("MP3", "MPEG_LAYER_III"), "opus": ("OGG", "OPUS"), "vorbis": ("OGG", "VORBIS")}
 NOISE_BANK = 1 << 20  # generated noise per colour and worker: 65 s, 4 MiB
@@ -44,32 +45,36 @@ COLOR_EXPONENT = {"white": 0.0, "pink": 1.0, "brown": 2.0}  # power spectrum ~ 1
 
 
 class ClipDraws:
-    """The random streams of one clip in one epoch: `draws["noise"]` is a numpy Generator of its own per
-    transform. Philox is counter-based: its key is a stable hash of (seed, epoch, clip id) (not Python's
-    salted hash()), the transform's index sits in the counter's top word, so streams never overlap and
-    one costs ~20 us to make (a SeedSequence per transform cost more than the noise itself).
-    `draws.gate(name)`: the uniform that decides whether a transform fires, all from one stream, so a
-    transform that does not fire costs no Generator."""
+    """The random draws of one clip in one epoch, from a stable hash of (seed, epoch, clip id) (not
+    Python's salted hash()) as the key of Philox, a counter-based generator.
+
+    Counter block 0 gives a fixed table of PARAMS uniforms per transform (`fires`, `uniform`, `pick`):
+    one small draw per clip however many transforms are on, and a transform's draws do not move when
+    another is turned on or off. A transform that needs many numbers (a synthetic RIR's tail, masks)
+    gets a Generator of its own, `draws[name]`, whose counter starts at its index + 1 in the top word,
+    so no two ever overlap. (A SeedSequence per transform cost more than mixing the noise.)"""
 
     def __init__(self, seed: int, epoch: int, clip_id: str):
         digest = hashlib.blake2b(f"{int(seed)}:{int(epoch)}:{clip_id}".encode(), digest_size=16).digest()
         self.key = np.frombuffer(digest, dtype=np.uint64)
-        self._streams: dict[str, np.random.Generator] = {}
-        self._gates = self["gate"].random(len(STREAMS))
+        self.table = np.random.Generator(np.random.Philox(key=self.key)).random((len(STREAMS), PARAMS))
 
     def __getitem__(self, name: str) -> np.random.Generator:
-        g = self._streams.get(name)
-        if g is None:
-            counter = np.array([0, 0, 0, STREAMS.index(name)], dtype=np.uint64)
-            g = self._streams[name] = np.random.Generator(np.random.Philox(counter=counter, key=self.key))
-        return g
+        counter = np.array([0, 0, 0, STREAMS.index(name) + 1], dtype=np.uint64)
+        return np.random.Generator(np.random.Philox(counter=counter, key=self.key))
 
-    def gate(self, name: str) -> float:
-        return float(self._gates[STREAMS.index(name)])
+    def fires(self, name: str, prob: float) -> bool:
+        return bool(self.table[STREAMS.index(name), 0] < prob)
 
+    def uniform(self, name: str, k: int, r) -> float:
+        """Parameter k (1..PARAMS-1) of a transform, uniform in the range r = [low, high]."""
+        return float(r[0] + self.table[STREAMS.index(name), k] * (r[1] - r[0]))
 
-def _uniform(rng: np.random.Generator, r) -> float:
-    return float(rng.uniform(r[0], r[1])) if r[0] < r[1] else float(r[0])
+    def pick(self, name: str, k: int, options):
+        """Parameter k of a transform: one of `options` (or an index below `options` when it is an int)."""
+        n = options if isinstance(options, int) else len(options)
+        i = min(int(self.table[STREAMS.index(name), k] * n), n - 1)
+        return i if isinstance(options, int) else options[i]
 
 
 def _fit(x: np.ndarray, n: int) -> np.ndarray:
@@ -135,7 +140,8 @@ def fft_convolve(x: np.ndarray, h: np.ndarray) -> np.ndarray:
     """The first len(x) samples of x * h, by overlap-add with FFTs of ~4 len(h): they stay in cache,
     2-3x cheaper than one FFT over a whole clip (measured here; 2 or 8 len(h) were slower)."""
     m = len(h)
-    size = 1 << int(np.ceil(np.log2(max(4 * m, 256))))
+    # one block when the whole result fits in that size (short clips, long rooms)
+    size = 1 << int(np.ceil(np.log2(max(min(4 * m, len(x) + m - 1), 256))))
     step = size - m + 1
     nb = -(-len(x) // step)
     blocks = np.zeros((nb, step), dtype=np.float32)
@@ -270,20 +276,20 @@ class Augmenter:
             return wave
         c, r = self.cfg, ClipDraws(self.seed, epoch, clip_id)
         x = np.asarray(wave, dtype=np.float32)
-        if r.gate("speed") < c.speed.prob:
-            x = speed(x, float(r["speed"].choice(c.speed.factors)))
-        if r.gate("reverb") < c.reverb.prob:
-            x = reverberate(x, self._rir(r["reverb"]))
-        if r.gate("noise") < c.noise.prob:
-            x = mix_at_snr(x, self._noise(len(x), r["noise"]), _uniform(r["noise"], c.noise.snr_db))
-        if r.gate("gain") < c.gain.prob:
-            x = (x * np.float32(10 ** (_uniform(r["gain"], c.gain.db) / 20))).astype(np.float32)
-        if r.gate("bandlimit") < c.bandlimit.prob:
-            x = bandlimit(x, int(r["bandlimit"].choice(c.bandlimit.sample_rates)))
-        if r.gate("clipping") < c.clipping.prob:
-            x = clip_peaks(x, _uniform(r["clipping"], c.clipping.level))
-        if r.gate("codec") < c.codec.prob:
-            name, level = str(r["codec"].choice(c.codec.formats)), _uniform(r["codec"], c.codec.compression)
+        if r.fires("speed", c.speed.prob):
+            x = speed(x, float(r.pick("speed", 1, c.speed.factors)))
+        if r.fires("reverb", c.reverb.prob):
+            x = reverberate(x, self._rir(r))
+        if r.fires("noise", c.noise.prob):
+            x = mix_at_snr(x, self._noise(len(x), r), r.uniform("noise", 1, c.noise.snr_db))
+        if r.fires("gain", c.gain.prob):
+            x = (x * np.float32(10 ** (r.uniform("gain", 1, c.gain.db) / 20))).astype(np.float32)
+        if r.fires("bandlimit", c.bandlimit.prob):
+            x = bandlimit(x, int(r.pick("bandlimit", 1, c.bandlimit.sample_rates)))
+        if r.fires("clipping", c.clipping.prob):
+            x = clip_peaks(x, r.uniform("clipping", 1, c.clipping.level))
+        if r.fires("codec", c.codec.prob):
+            name, level = str(r.pick("codec", 1, c.codec.formats)), r.uniform("codec", 2, c.codec.compression)
             try:
                 x = codec(x, name, level)
             except (sf.LibsndfileError, RuntimeError) as e:
@@ -313,41 +319,40 @@ class Augmenter:
             self._banks[color] = coloured_noise(NOISE_BANK, color, rng)
         return self._banks[color]
 
-    def _noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        color = str(rng.choice(self.cfg.noise.colors))
-        if not self.noise_files:
-            return cyclic(self._bank(color), int(rng.integers(NOISE_BANK)), n)
-        path = self.noise_files[int(rng.integers(len(self.noise_files)))]
-        pick = rng.random()  # where in the file the segment starts, as a fraction of the free range
-        try:
-            with sf.SoundFile(path) as f:
-                sr, total = f.samplerate, f.frames
-                need = min(total, int(np.ceil(n * sr / SAMPLE_RATE)) + 1)
-                f.seek(int(pick * (total - need + 1)) if total > need else 0)
-                seg = audio_io.to_mono_16k(f.read(need, dtype="float32", always_2d=False), sr)
-            if seg.size == 0 or not np.isfinite(seg).all():
-                raise audio_io.AudioError("no usable samples")
-            return np.resize(seg, n)
-        except (sf.LibsndfileError, RuntimeError, audio_io.AudioError, OSError) as e:
-            self._skip("bad_noise_files", f"noise file {path} is unusable ({e}): generated {color} noise instead")
-            return cyclic(self._bank(color), int(rng.integers(NOISE_BANK)), n)
-
-    def _rir(self, rng: np.random.Generator) -> np.ndarray:
-        rt60, drr = _uniform(rng, self.cfg.reverb.rt60_s), _uniform(rng, self.cfg.reverb.drr_db)
-        if not self.rir_files:
-            return synthetic_rir(rng, rt60, drr)
-        i = int(rng.integers(len(self.rir_files)))
-        if i not in self._rirs:
-            if len(self._rirs) >= RIR_CACHE:
-                self._rirs.pop(next(iter(self._rirs)))
+    def _noise(self, n: int, r: ClipDraws) -> np.ndarray:
+        color = str(r.pick("noise", 2, self.cfg.noise.colors))
+        start = r.uniform("noise", 4, [0.0, 1.0])  # where the stretch starts, as a fraction of the free range
+        if self.noise_files:
+            path = self.noise_files[r.pick("noise", 3, len(self.noise_files))]
             try:
-                self._rirs[i] = audio_io.load(self.rir_files[i])
-            except (audio_io.AudioError, OSError) as e:
-                self._skip("bad_rir_files", f"RIR file {self.rir_files[i]} is unusable ({e}): synthetic RIRs instead")
-                self._rirs[i] = None  # remembered, so it is logged once per worker
-        rir = self._rirs[i]
-        # the fallback comes from this clip's draws, never from a cache another clip filled
-        return synthetic_rir(rng, rt60, drr) if rir is None else rir
+                with sf.SoundFile(path) as f:
+                    sr, total = f.samplerate, f.frames
+                    need = min(total, int(np.ceil(n * sr / SAMPLE_RATE)) + 1)
+                    f.seek(int(start * (total - need + 1)) if total > need else 0)
+                    seg = audio_io.to_mono_16k(f.read(need, dtype="float32", always_2d=False), sr)
+                if seg.size == 0 or not np.isfinite(seg).all():
+                    raise audio_io.AudioError("no usable samples")
+                return np.resize(seg, n)
+            except (sf.LibsndfileError, RuntimeError, audio_io.AudioError, OSError) as e:
+                self._skip("bad_noise_files", f"noise file {path} is unusable ({e}): generated {color} noise instead")
+        return cyclic(self._bank(color), int(start * NOISE_BANK), n)
+
+    def _rir(self, r: ClipDraws) -> np.ndarray:
+        if self.rir_files:
+            i = r.pick("reverb", 3, len(self.rir_files))
+            if i not in self._rirs:
+                if len(self._rirs) >= RIR_CACHE:
+                    self._rirs.pop(next(iter(self._rirs)))
+                try:
+                    self._rirs[i] = audio_io.load(self.rir_files[i])
+                except (audio_io.AudioError, OSError) as e:
+                    self._skip("bad_rir_files", f"RIR file {self.rir_files[i]} is unusable ({e}): synthetic RIRs instead")
+                    self._rirs[i] = None  # remembered, so it is logged once per worker
+            if self._rirs[i] is not None:
+                return self._rirs[i]
+        # synthetic, from this clip's draws (never from a cache another clip filled)
+        return synthetic_rir(r["reverb"], r.uniform("reverb", 1, self.cfg.reverb.rt60_s),
+                             r.uniform("reverb", 2, self.cfg.reverb.drr_db))
 
 
 __all__ = ["Augmenter", "ClipDraws", "bandlimit", "clip_peaks", "codec", "coloured_noise",
