@@ -261,6 +261,23 @@ def test_disabled_is_the_identity():
     assert off.max_stretch == 1.0 and cfg(**FULL).max_stretch == pytest.approx(1 / 0.9)
 
 
+def test_eval_conditions_are_exact_and_the_same_for_every_run(tmp_path):
+    from speechlm.eval import condition
+
+    assert condition(None) == ("", None)
+    x = speechlike()
+    suffix, noisy = condition(10.0)
+    y = noisy(x, 0, "clip7")
+    assert suffix == "+noise10dB" and snr_db(x, y) == pytest.approx(10.0, abs=0.5)
+    np.testing.assert_array_equal(y, condition(10.0)[1](x, 0, "clip7"))
+    suffix, room = condition(None, reverb=True)
+    z = room(x, 0, "clip7")
+    assert suffix == "+reverb" and len(z) == len(x) and snr_db(x, z) < 15
+    assert condition(5.0, reverb=True)[0] == "+reverb+noise5dB"
+    with pytest.raises(ConfigError, match="--noise-dir: no such folder"):
+        condition(5.0, str(tmp_path / "musan"))
+
+
 # ---------------------------------------------------------------------------------- config errors
 
 @pytest.mark.parametrize("raw, key", [
