@@ -115,28 +115,47 @@ def run_reader(path, collator, batch, workers, augment=None):
                              shuffle_shards_per_block=4, augment=augment))
 
 
+class TimedAugmenter(Augmenter):
+    """The real Augmenter, also summing the CPU time spent in it: its share of the same run's time
+    is a ratio that a shared machine's drift between runs cannot skew."""
+
+    cpu = 0.0
+
+    def __call__(self, *a):
+        c0 = time.process_time()
+        out = super().__call__(*a)
+        TimedAugmenter.cpu += time.process_time() - c0
+        return out
+
+
 def bench_augment(kind, args, collator):
     """The reader with the recipe's data.augment against the same reader without it."""
     aug_cfg = C.load(Config, args.recipe, None, args.override).data.augment
-    augment = Augmenter(aug_cfg, seed=1)
+    augment = TimedAugmenter(aug_cfg, seed=1)
     clips = make_clips(args.clips, kind)
     with tempfile.TemporaryDirectory() as tmp:
         shards = write_shards(clips, Path(tmp), args.per_shard)
         print(f"\n[{kind} durations, augmentation of recipe {args.recipe!r}: {', '.join(aug_cfg.active()) or 'none'}] "
               f"{len(clips)} clips, {sum(c[3] for c in clips) / 3600:.2f} h, batch {args.batch}, "
               f"{args.workers} worker(s)", flush=True)
-        best = {}
+        best, shares = {}, []
         for rep in range(args.repeats):
             for name, aug in (("plain", None), ("augment", augment)):
+                TimedAugmenter.cpu = 0.0
                 cpu, wall, batches = run_reader(shards, collator, args.batch, args.workers, aug)
                 n = sum(int((b["weight"] > 0).sum()) for b in batches)
                 assert n == len(clips), (name, n)
-                print(f"  {name:8s} run {rep}: {cpu:6.2f} CPU s ({n / cpu:6.1f} clips per CPU s), {wall:6.2f} s wall",
+                extra = ""
+                if aug is not None:
+                    shares.append(TimedAugmenter.cpu / (cpu - TimedAugmenter.cpu))
+                    extra = f"; {TimedAugmenter.cpu:.2f} CPU s in the augmenter (+{100 * shares[-1]:.1f}% on the rest)"
+                print(f"  {name:8s} run {rep}: {cpu:6.2f} CPU s ({n / cpu:6.1f} clips per CPU s), {wall:6.2f} s wall{extra}",
                       flush=True)
                 best[name] = min(best.get(name, cpu), cpu)
     rate = {k: len(clips) / v for k, v in best.items()}
-    print(f"  best: plain {rate['plain']:.1f}, augment {rate['augment']:.1f} clips per CPU s: augmentation costs "
-          f"{100 * (best['augment'] / best['plain'] - 1):.1f}% more CPU per clip", flush=True)
+    print(f"  best of {args.repeats}: plain {rate['plain']:.1f}, augment {rate['augment']:.1f} clips per CPU s: "
+          f"+{100 * (best['augment'] / best['plain'] - 1):.1f}% CPU per clip; in-run share of the augmenter: "
+          f"+{100 * float(np.median(shares)):.1f}% (median)", flush=True)
 
 
 def run_map(path, collator, batch, workers):
