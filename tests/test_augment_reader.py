@@ -4,12 +4,14 @@ counts the slowest speed factor."""
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from speechlm.config import Config, ConfigError, DataSet
+from speechlm.config import Config, ConfigError, DataSet, load
 from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
 from speechlm.data import EvalLoader, TrainLoader
 from speechlm.data.augment import Augmenter
@@ -125,3 +127,21 @@ def test_eval_never_augments(one_set):
     train = clips(TrainLoader.from_config(cfg, digest_collate))
     plain = clips(loader(one_set, aug=None))
     assert sorted(train) == sorted(plain) and sum(train[i] != plain[i] for i in train) >= 0.8 * len(train)
+
+
+def test_planner_counts_the_longest_train_clip_after_slowing_down(one_set, tmp_path):
+    from speechlm.plan import data_facts, worst_clip_seconds
+
+    manifest = json.loads((Path(one_set[0].path) / "manifest.json").read_text())
+    longest = max(max(sh["durations"]) for sh in manifest["splits"]["train"]["shards"])
+    cfg = Config()
+    cfg.data.train = one_set
+    cfg.data.augment = replace(AugmentConfig(enabled=True), speed=SpeedAugment([0.8, 1.0]))
+    assert data_facts(cfg)["max_clip_seconds"] == pytest.approx(longest / 0.8)
+    cfg.data.train, cfg.data.eval = [DataSet(str(tmp_path / "elsewhere"))], one_set  # eval clips never slow down
+    cfg.data.recipe = None
+    assert data_facts(cfg)["max_clip_seconds"] == pytest.approx(longest)
+    # no manifest yet: the shard step's 19 s cap, slowed down (production: 0.9 -> 21.1 s)
+    assert worst_clip_seconds(cfg, {"max_clip_seconds": None}) == pytest.approx(19 / 0.8)
+    prod = load(Config, "production")
+    assert worst_clip_seconds(prod, {"max_clip_seconds": None}) == pytest.approx(21.11, abs=0.01)

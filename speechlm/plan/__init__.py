@@ -27,7 +27,8 @@ Memory model, per device (N = world size, T = trainable params, F = frozen param
                   holds one chunk of label logits at a time (their fp32 log-softmax and its fp32
                   gradient at the backward's peak); Liger's fused kernel on CUDA holds less.
   GPU runtime     CUDA context + allocator slack: CUDA_OVERHEAD_GIB + FRAGMENTATION of the rest.
-The worst micro-batch is the longest clip (the 19 s cap, or the manifest's longest) times the
+The worst micro-batch is the longest clip (the 19 s cap, or the manifest's longest; train clips slowed
+by the smallest data.augment speed factor: 21.1 s at 0.9) times the
 per-device batch: length bucketing puts long clips together, so that batch does happen.
 
 With `training.per_device_train_batch_size=auto` (production) the memory is shown for all of a
@@ -191,12 +192,18 @@ def _auto_fits(cfg: Config, shapes: Shapes, world: int, clip: float) -> list[dic
     return fits
 
 
+def worst_clip_seconds(cfg: Config, data: dict) -> float:
+    """The longest clip a micro batch can hold: the manifests' (data_facts), else the shard step's cap,
+    slowed down by the smallest speed-perturbation factor (a 19 s clip at 0.9 is 21.1 s)."""
+    return data["max_clip_seconds"] or MAX_CLIP_SECONDS * cfg.data.augment.max_stretch
+
+
 def make_plan(cfg: Config, world: int = 1) -> dict:
     from speechlm.plan.auto import target_clips
 
     shapes = model_shapes(cfg)
     data = data_facts(cfg)
-    clip = data["max_clip_seconds"] or MAX_CLIP_SECONDS
+    clip = worst_clip_seconds(cfg, data)
     t = cfg.training
     auto = t.per_device_train_batch_size == "auto"
     # with auto, memory is shown for all of a step's clips in one micro batch (no accumulation)

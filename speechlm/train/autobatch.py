@@ -79,7 +79,7 @@ def apply(cfg: Config, p: BatchPick) -> None:
 
 def resolve(cfg: Config, world: int) -> BatchPick | None:
     """Step 1 (and 3): set the training config's micro batch, accumulation and checkpointing."""
-    from speechlm.plan import MAX_CLIP_SECONDS, data_facts, model_shapes
+    from speechlm.plan import data_facts, model_shapes, worst_clip_seconds
 
     t = cfg.training
     if t.per_device_train_batch_size != "auto":
@@ -94,7 +94,7 @@ def resolve(cfg: Config, world: int) -> BatchPick | None:
         log.warning("per_device_train_batch_size=auto: %s", p.describe())
         return p
     gib, source = device_memory_gib()
-    clip = data_facts(cfg)["max_clip_seconds"] or MAX_CLIP_SECONDS
+    clip = worst_clip_seconds(cfg, data_facts(cfg))
     p = pick(cfg, model_shapes(cfg), gib, world=world, clip_seconds=clip)
     apply(cfg, p)
     log.warning("per_device_train_batch_size=auto for %s (%.1f GiB, ZeRO-%d, world %d), %d clips per step: %s",
