@@ -176,6 +176,10 @@ class Trainer:
             ckpt_mod.CheckpointManager(".").resolve(self.t.resume_from_checkpoint)
         if self.t.push_to_hub and not self.t.hub_model_id:
             raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
+        if self.cfg.data.augment.enabled:  # noise/RIR folders listed, codecs checked: a ConfigError naming the key
+            from speechlm.data.augment import Augmenter
+
+            Augmenter(self.cfg.data.augment, seed=self.t.seed)
         from speechlm.model.loading import preflight
 
         preflight(self.cfg.model)  # every pretrained weight accounted for, on the meta device
