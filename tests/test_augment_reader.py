@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from speechlm.config import Config, ConfigError, DataSet, load
@@ -145,3 +146,41 @@ def test_planner_counts_the_longest_train_clip_after_slowing_down(one_set, tmp_p
     assert worst_clip_seconds(cfg, {"max_clip_seconds": None}) == pytest.approx(19 / 0.8)
     prod = load(Config, "production")
     assert worst_clip_seconds(prod, {"max_clip_seconds": None}) == pytest.approx(21.11, abs=0.01)
+
+
+def test_spec_masks_on_the_collated_features_are_drawn_per_clip(one_set):
+    from speechlm import text, tiny
+    from speechlm.data import Collator
+    from speechlm.model.encoders import family_for
+
+    tok = text.load_tokenizer(str(tiny.ensure("qwen3_5")), "<audio>")
+    collator = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>",
+                        family=family_for("tiny/granite_speech5"), pool_stride=1)
+    masks = replace(AugmentConfig(enabled=True), spec=replace(AugmentConfig().spec, time_masks=1, time_mask_max_s=0.2,
+                                                               freq_masks=1, freq_mask_max_bins=20))
+
+    def feats(aug, world=1, rank=0):
+        l = TrainLoader(one_set, collator, batch_size=3, rank=rank, world_size=world, num_workers=0, seed=7,
+                        shuffle_shards_per_block=2, augment=Augmenter(aug, 7) if aug else None)
+        out = {}
+        for b in l:
+            for i, cid in enumerate(b["ids"]):
+                if b["weight"][i] > 0:
+                    n = int(b["feature_mask"][i].sum())
+                    out[cid] = b["input_features"][i, :n].clone()
+        return out
+
+    clean, masked = feats(None), feats(masks)
+    # another layout: other batch mates, so other padding (a clip's last frames see it), same masks
+    clean2 = {**feats(None, 2, 0), **feats(None, 2, 1)}
+    masked2 = {**feats(masks, 2, 0), **feats(masks, 2, 1)}
+    assert sorted(clean) == sorted(masked) == sorted(masked2)
+    changed = 0
+    for cid in clean:
+        diff = masked[cid] != clean[cid]
+        assert torch.equal(diff.all(dim=0), (masked2[cid] != clean2[cid]).all(dim=0))  # the same bands
+        assert torch.equal(diff.all(dim=1), (masked2[cid] != clean2[cid]).all(dim=1))  # the same spans
+        changed += bool(diff.any())
+        band = diff.all(dim=0).reshape(4, 80)  # Granite: [mel, delta] x 2 stacked frames
+        assert (band == band[0]).all()
+    assert changed >= 0.8 * len(clean)
