@@ -25,7 +25,6 @@ import torch.distributed as dist
 from speechlm.config import ConfigError
 from speechlm.fsutil import atomic_write as atomic_write_text
 from speechlm.fsutil import fsync_dir as _fsync_dir
-from speechlm.model.io import save_pretrained
 from speechlm.train import elastic
 
 log = logging.getLogger("speechlm.train")
@@ -150,10 +149,18 @@ def _save_deepspeed(engine, path: Path, step: int) -> None:
 # --------------------------------------------------------------------------- manager
 
 
+def _self_export(model, path: str) -> None:
+    model.save_pretrained(path)
+
+
 class CheckpointManager:
-    def __init__(self, run_dir: str | Path, save_total_limit: int | None = None):
+    """`export(model, dir)` writes the Hugging Face export every checkpoint holds (pitfall 9): the
+    trainer hands it speechlm.model.io.save_pretrained; by default a model saves itself."""
+
+    def __init__(self, run_dir: str | Path, save_total_limit: int | None = None, export=_self_export):
         self.dir = Path(run_dir) / "checkpoints"
         self.limit = save_total_limit
+        self.export = export
         self.rank, self.world = _world()
 
     # ------------------------------------------------------------------ where things are
@@ -209,7 +216,7 @@ class CheckpointManager:
                 ok, err = False, repr(e)
         if _all_ok(ok):
             try:  # collective: under ZeRO-3 the model gathers its shards on every rank; rank 0 writes
-                save_pretrained(model, str(tmp / "model"))
+                self.export(model, str(tmp / "model"))
             except Exception as e:  # safetensors' writer errors are not OSErrors either
                 ok, err = False, repr(e)
         if _all_ok(ok):

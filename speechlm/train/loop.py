@@ -25,6 +25,7 @@ from speechlm import config as config_mod
 from speechlm.config import Config, ConfigError
 from speechlm.model.build import build_model, make_loss, trainable_parts
 from speechlm.model.encoders import family_for
+from speechlm.model.io import save_pretrained
 from speechlm.model.kernels import log_kernels
 from speechlm.model.parts import preflight
 from speechlm.train import autobatch
@@ -94,7 +95,7 @@ class Trainer:
         setup_logging(self.rank)
         set_seed(t.seed)
         self.run_dir = self._run_dir()
-        self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit)
+        self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit, export=save_pretrained)
         resume = self.ckpt.resolve(t.resume_from_checkpoint)
         saved = self.ckpt.read_state(resume) if resume is not None else None
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
