@@ -29,8 +29,9 @@ def attn_implementation(requested: str) -> str:
 
 def load_encoder(family, model_id: str, dtype: torch.dtype):
     """The encoder of `model_id` as its family loads it: the family's class, config and key mapping."""
+    attn = {"attn_implementation": family.attn_implementation} if family.attn_implementation else {}
     enc = load_pretrained(family.pretrained_class, ids.resolve(model_id), "encoder", config=family.config,
-                          dtype=dtype, attn_implementation="sdpa", **family.load_kwargs)
+                          dtype=dtype, **attn, **family.load_kwargs)
     return family.after_load(enc, dtype)
 
 

@@ -105,6 +105,7 @@ class EncoderFamily:
     frames_per_second: float = 50.0  # rate of the frames its transformer layers see (the planner's)
     pretrained_class: type | None = None  # the transformers class the encoder loads as
     load_kwargs: dict = {}  # extra from_pretrained arguments (e.g. a key mapping)
+    attn_implementation: str | None = "sdpa"  # None: the encoder has no attention to choose for
 
     def __init__(self, config, features_settings: dict | None = None):
         self.config = self.encoder_config(config)
