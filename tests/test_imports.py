@@ -115,3 +115,32 @@ def test_in_function_imports_say_why():
     bare = [f"{m}:{line} imports {t}" for m, t, line, text in inner
             if "#" not in text and not m.startswith(DATA_SIDE_PENDING)]
     assert not bare, "in-function imports without a reason:\n" + "\n".join(bare)
+
+
+# The modelling layer: what an exported model folder (trust_remote_code) needs to run. Its files import
+# only these packages, the standard library and each other (relative imports); speechlm.text is
+# transformers-only (tokenizer and prompt helpers) and goes along; liger_kernel is the optional fused
+# loss on CUDA (imported only when installed), packaging a dependency of transformers.
+MODELLING_LAYER = ["model/speechlm.py", "model/projector.py", "model/loss.py", "model/encoders/base.py",
+                   "model/encoders/granite.py", "model/encoders/whisper.py"]
+ALLOWED = {"torch", "numpy", "transformers", "peft", "safetensors", "speechlm.text", "liger_kernel", "packaging"}
+
+
+def test_the_modelling_layer_imports_nothing_of_loading_building_or_training():
+    import sys
+
+    bad = []
+    for rel in MODELLING_LAYER:
+        for node in ast.walk(ast.parse((PACKAGE / rel).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) else []
+            if node.__class__ is ast.ImportFrom and node.module == "speechlm":
+                names = [f"speechlm.{a.name}" for a in node.names]
+            for n in names:
+                top = n.split(".")[0]
+                if top in sys.stdlib_module_names or top == "__future__" or top in ALLOWED or n in ALLOWED:
+                    continue
+                bad.append(f"{rel} imports {n}")
+    assert not bad, "\n".join(bad)
