@@ -216,9 +216,7 @@ def test_shard_set_longer_than_whisper_limit_stops_at_start(tmp_path, whisper):
 def test_registry_matches_the_family_modules():
     import importlib
 
-    from speechlm.model.encoders import FAMILIES
-
-    from speechlm.model.encoders import family_class
+    from speechlm.model.encoders import FAMILIES, family_class
 
     for name, (module, types) in FAMILIES.items():
         fam = importlib.import_module(module).FAMILY

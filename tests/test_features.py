@@ -1,4 +1,4 @@
-"""speechlm.features against an independent numpy computation and the real extractor's output."""
+"""The Granite features (speechlm.model.encoders.granite) against an independent numpy computation and the real extractor's output."""
 from pathlib import Path
 
 import numpy as np

@@ -10,10 +10,9 @@ import argparse
 import os
 
 import torch
-
-from speechlm import config as C
 from peft import get_peft_model
 
+from speechlm import config as C
 from speechlm.model import encoders, parts
 from speechlm.model.build import lora_config, trainable_parts
 from speechlm.model.hfconfig import text_config

@@ -5,7 +5,6 @@ import logging
 
 import numpy as np
 import torch
-
 from peft import LoraConfig, get_peft_model
 
 from speechlm.config import Config, ConfigError, ModelConfig, TrainingConfig

@@ -53,15 +53,42 @@ from speechlm.model.build import make_loss
 from speechlm.model.loss import ChunkedCrossEntropy
 from speechlm.plan.auto import device_memory_gib, pick, target_clips
 from speechlm.plan.disk import (  # noqa: F401  (re-exported)
-    DTYPE_BYTES, ENV_GIB, FLAC_BYTES_PER_SECOND, GIB, data_facts, disk, hub_files_bytes,
-)
-from speechlm.plan.models import (  # noqa: F401  (re-exported: the planner's public surface)
-    ACT_FACTOR, LINEAR_ATTN_CHUNK, Shapes, _offline, _sub_config, bundled_config_path, encoder_family, hub_checkpoint, meta_model,
-    model_config, model_shapes,
+    DTYPE_BYTES,
+    ENV_GIB,
+    FLAC_BYTES_PER_SECOND,
+    GIB,
+    data_facts,
+    disk,
+    hub_files_bytes,
 )
 from speechlm.plan.memory import (  # noqa: F401  (re-exported)
-    CATALOG, CUDA_OVERHEAD_GIB, FRAGMENTATION, GPU, LOGIT_BYTES, MAX_CLIP_SECONDS, PROMPT_TOKENS, TEXT_TOKENS_PER_SECOND,
-    USABLE_FRACTION, batch_memory, clip_tokens, fit_batch, step_memory, zero_memory,
+    CATALOG,
+    CUDA_OVERHEAD_GIB,
+    FRAGMENTATION,
+    GPU,
+    LOGIT_BYTES,
+    MAX_CLIP_SECONDS,
+    PROMPT_TOKENS,
+    TEXT_TOKENS_PER_SECOND,
+    USABLE_FRACTION,
+    batch_memory,
+    clip_tokens,
+    fit_batch,
+    step_memory,
+    zero_memory,
+)
+from speechlm.plan.models import (  # noqa: F401  (re-exported: the planner's public surface)
+    ACT_FACTOR,
+    LINEAR_ATTN_CHUNK,
+    Shapes,
+    _offline,
+    _sub_config,
+    bundled_config_path,
+    encoder_family,
+    hub_checkpoint,
+    meta_model,
+    model_config,
+    model_shapes,
 )
 
 # --------------------------------------------------------------------------- plan + report

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from speechlm.config import Config, REPO_ROOT
+from speechlm.config import REPO_ROOT, Config
 from speechlm.data import remote
 from speechlm.plan.models import Shapes, _offline
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-
 from transformers import set_seed
 
 from speechlm import config as config_mod
@@ -28,11 +27,9 @@ from speechlm.model.encoders import family_for
 from speechlm.model.io import save_pretrained
 from speechlm.model.kernels import log_kernels
 from speechlm.model.parts import preflight
-from speechlm.train import autobatch
+from speechlm.train import autobatch, elastic, optim
 from speechlm.train import checkpoint as ckpt_mod
-from speechlm.train import elastic
 from speechlm.train import engine as engine_mod
-from speechlm.train import optim
 from speechlm.train.data import check_encoder_limits, ensure_shards, make_loaders
 from speechlm.train.metrics import Metrics, peak_memory_gb, setup_logging
 from speechlm.train.run import resolve_run
