@@ -86,18 +86,19 @@ def encoder_family(model_id: str):
     return encoders.family_from_config(model_config(ids.resolve(model_id))[0], model_id)
 
 
-def meta_model(cfg, kind: str):
-    """Build a model on the meta device: shapes and counts for free."""
-    from transformers import AutoModel, AutoModelForCausalLM
+def meta_model(cfg, kind: str = "decoder"):
+    """The decoder on the meta device: shapes and counts for free (an encoder's: its family's meta_encoder)."""
+    from transformers import AutoModelForCausalLM
 
+    if kind != "decoder":
+        raise ValueError(f"meta_model builds decoders; an encoder comes from its family, not {kind!r}")
     with torch.device("meta"):
-        if kind == "encoder":
-            return AutoModel.from_config(_sub_config(cfg, "encoder_config", "audio_config"))
         return AutoModelForCausalLM.from_config(cfg.get_text_config(decoder=True))
 
 
-def hub_checkpoint(model_id: str, part: str) -> dict | None:
-    """Exact counts and download bytes from the safetensors headers (local files or the Hub)."""
+def hub_checkpoint(model_id: str, part: str, skip: tuple[str, ...] | None = None) -> dict | None:
+    """Exact counts and download bytes from the safetensors headers (local files or the Hub).
+    `skip`: key fragments of tensors the part does not use (an encoder family's `unused_checkpoint_keys`)."""
     tensors: dict = {}
     if Path(model_id).is_dir():
         from safetensors import safe_open
@@ -126,8 +127,8 @@ def hub_checkpoint(model_id: str, part: str) -> dict | None:
     else:
         return None
     # multimodal checkpoints carry towers speechlm doesn't load (e.g. Qwen3.5's vision tower)
-    # and encoder checkpoints towers it ignores (a Whisper checkpoint's decoder)
-    skip = ("visual", "vision", "mtp.") if part == "decoder" else ("decoder.", "proj_out")
+    if skip is None:
+        skip = ("visual", "vision", "mtp.") if part == "decoder" else ()
     used = {k: v for k, v in tensors.items() if not any(s in k for s in skip)}
     count = lambda ts: sum(math.prod(s) for _, s in ts.values())  # noqa: E731
     return {"params_total": count(tensors), "params_used": count(used), "download_bytes": nbytes}
@@ -203,7 +204,7 @@ def model_shapes(cfg: Config) -> Shapes:
     trainable += 0 if train.freeze_audio_encoder else n_enc
     trainable += 0 if (train.freeze_language_model or use_lora) else n_dec
     frozen = n_enc + n_dec + n_proj + n_lora - trainable
-    ck_enc, ck_dec = hub_checkpoint(audio_id, "encoder"), hub_checkpoint(text_id, "decoder")
+    ck_enc, ck_dec = hub_checkpoint(audio_id, "encoder", family.unused_checkpoint_keys), hub_checkpoint(text_id, "decoder")
     sources = {"encoder": enc_src, "decoder": dec_src}
     for part, ck, n in (("encoder", ck_enc, n_enc), ("decoder", ck_dec, n_dec)):
         if ck:

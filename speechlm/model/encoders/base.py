@@ -106,6 +106,7 @@ class EncoderFamily:
     pretrained_class: type | None = None  # the transformers class the encoder loads as
     load_kwargs: dict = {}  # extra from_pretrained arguments (e.g. a key mapping)
     attn_implementation: str | None = "sdpa"  # None: the encoder has no attention to choose for
+    unused_checkpoint_keys: tuple[str, ...] = ()  # key fragments of checkpoint tensors it never loads
 
     def __init__(self, config, features_settings: dict | None = None):
         self.config = self.encoder_config(config)

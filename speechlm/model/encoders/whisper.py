@@ -154,6 +154,7 @@ class WhisperFamily(EncoderFamily):
     # decoder's are ignored on purpose (VarLenWhisperEncoder._keys_to_ignore_on_load_unexpected)
     pretrained_class = VarLenWhisperEncoder
     load_kwargs = {"key_mapping": {r"^model\.encoder\.": "", r"^encoder\.": ""}}
+    unused_checkpoint_keys = ("decoder.", "proj_out")  # the planner counts only the encoder's tensors
     _logged_decoder_skip: set[str] = set()
 
     @staticmethod
