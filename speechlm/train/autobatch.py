@@ -99,7 +99,7 @@ def worst_batch(cfg: Config, model, micro: int, clip_seconds: float) -> dict:
     sentence = " ".join(WORDS[i % len(WORDS)] for i in range(words))
     rng = torch.Generator().manual_seed(0)
     audio = (0.1 * torch.randn(int(clip_seconds * 16000), generator=rng)).numpy()
-    collate = Collator.from_config(cfg, model.tokenizer)
+    collate = Collator.from_config(cfg, model.tokenizer, family=model.family)
     return collate([{"audio": audio, "text": sentence, "id": f"auto-batch-{i}"} for i in range(micro)])
 
 

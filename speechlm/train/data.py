@@ -68,7 +68,7 @@ def make_loaders(cfg: Config, model, rank: int, world: int):
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
         tokenizer = text.load_tokenizer(ids.resolve(cfg.model.text_model_id), cfg.model.audio_token)
-    collator = Collator.from_config(cfg, tokenizer)
+    collator = Collator.from_config(cfg, tokenizer, family=getattr(model, "family", None))  # resolved once per run
     train = TrainLoader.from_config(cfg, collator, rank=rank, world_size=world)
     ev = EvalLoader.from_config(cfg, collator, rank=rank, world_size=world) if cfg.data.eval else None
     return train, ev
