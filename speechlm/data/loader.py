@@ -90,11 +90,11 @@ def check_clip_limit(catalog: Catalog, sets: list[DataSet], limit: float | None,
 def check_sets_for_encoder(cfg, family) -> None:
     """The same check for a config's train and eval sets, from their manifests alone: the trainer runs it
     at start, before any process group or model. Train clips count after the slowest speed perturbation."""
-    stretch = cfg.data.augment.max_stretch
-    for what, sets, s in (("data.train", cfg.data.train, stretch), ("data.eval", cfg.data.eval, 1.0)):
+    slowest = cfg.data.augment.max_stretch
+    for what, sets, stretch in (("data.train", cfg.data.train, slowest), ("data.eval", cfg.data.eval, 1.0)):
         if sets:
-            catalog = load_catalog([s.path for s in sets], [s.split for s in sets], what=what)
-            check_clip_limit(catalog, sets, family.max_seconds, family.name, what, s)
+            catalog = load_catalog([d.path for d in sets], [d.split for d in sets], what=what)
+            check_clip_limit(catalog, sets, family.max_seconds, family.name, what, stretch)
 
 
 def _collator_limit(collator) -> tuple[float | None, str]:
