@@ -29,6 +29,8 @@ import webdataset as wds
 
 from speechlm import audio, wer
 from speechlm.config import REPO_ROOT, ConfigError, cli_errors
+from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
+from speechlm.data.augment import Augmenter, list_audio
 
 
 def _shard_clips(root: Path, split: str | None) -> Iterator[tuple[str, object, str]]:
@@ -94,9 +96,6 @@ def _batches(it, n: int | None, size: int):
 
 def condition(noise_snr_db: float | None = None, noise_dir: str | None = None, reverb: bool = False):
     """(name suffix, Augmenter or None) for a corrupted test condition; the same draws for every run."""
-    from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
-    from speechlm.data.augment import Augmenter, list_audio
-
     if noise_snr_db is None and not reverb:
         return "", None
     cfg = AugmentConfig(enabled=True, speed=SpeedAugment([1.0], prob=0.0))
