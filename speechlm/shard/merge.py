@@ -18,7 +18,7 @@ from speechlm.config import ConfigError
 from speechlm.config import build as build_config
 from speechlm.fsutil import atomic_write
 from speechlm.shard.manifest import build_manifest
-from speechlm.shard.plan import PLAN
+from speechlm.shard.listing import PLAN
 from speechlm.shard.schema import ShardRecipe, fingerprint
 
 log = logging.getLogger("speechlm.shard")

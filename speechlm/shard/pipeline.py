@@ -1,4 +1,4 @@
-"""build(): a first pass over the sources' labels (plan), then this task's source files, one at a
+"""build(): a first pass over the sources' labels (the listing), then this task's source files, one at a
 time: their rows decoded into staged chunks (parallel), cut into tars; then merge -> manifest.
 
 A one-machine build is task 0 of 1 followed by the merge; a build split across machines runs the
@@ -21,9 +21,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from speechlm.config import ConfigError
-from speechlm.shard import hfstream, plan, writer
+from speechlm.shard import hfstream, listing, writer
 from speechlm.shard.merge import STAGE, TAR_NAME, merge
-from speechlm.shard.plan import TRUECASER
+from speechlm.shard.listing import TRUECASER
 from speechlm.shard.schema import SHARD_RECIPES, ShardRecipe, fingerprint, load_recipe
 
 log = logging.getLogger("speechlm.shard")
@@ -60,9 +60,9 @@ def build(recipe: str | Path | ShardRecipe, out_dir: str | Path | None = None, w
     writer.atomic_write(stage / "fingerprint", fp.encode())
     writer.atomic_write(stage / "recipe.json", json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode())
 
-    the_plan = plan.prepare(cfg, out, stage)
-    mine = plan.assign(the_plan["units"], num_tasks)[task_index]
-    _run_units(cfg, [the_plan["units"][i] for i in mine], stage, workers)
+    listed = listing.prepare(cfg, out, stage)
+    mine = listing.assign(listed["units"], num_tasks)[task_index]
+    _run_units(cfg, [listed["units"][i] for i in mine], stage, workers)
     if num_tasks == 1:
         return merge(out)
     log.info("task %d of %d done (%d source files); once every task is: python -m speechlm.shard merge %s",
@@ -154,7 +154,7 @@ def _run_units(cfg: ShardRecipe, units: list[dict], stage: Path, workers: int) -
                     if j < len(todo) and j not in ahead:
                         ahead[j] = fetcher.submit(_local_file, todo[j], stage)
                 local = ahead.pop(k).result()
-                _run_unit(cfg, by_name[unit["source"]], dict(unit, chunks=plan.load_chunks(stage, unit)), local,
+                _run_unit(cfg, by_name[unit["source"]], dict(unit, chunks=listing.load_chunks(stage, unit)), local,
                           stage, pool, bar)
                 if local and (stage / "fetch") in Path(local).parents:
                     Path(local).unlink()

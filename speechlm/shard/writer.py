@@ -12,7 +12,6 @@ from speechlm.fsutil import atomic_write  # noqa: F401  (pipeline uses writer.at
 
 import io
 import json
-import os
 import tarfile
 from pathlib import Path
 
@@ -64,7 +63,7 @@ def process_chunk(task: dict) -> dict:
         cells = hfstream.chunk_cells(task["file"], task["groups"], src.audio_column, task["first"])
         get = lambda ref: hfstream.decode_cell(cells(ref))  # noqa: E731
     else:
-        get = lambda ref: sources.fetch(src, ref)  # noqa: E731
+        get = lambda ref: sources.of(src).fetch(src, ref)  # noqa: E731
     for cid, oid, text, ref in task["rows"]:
         try:
             wave = get(ref)
