@@ -89,3 +89,11 @@ class Collator:
             "ids": [str(s["id"]) for s in samples],
             "audio_seconds": torch.tensor([len(w) / SAMPLE_RATE for w in waves], dtype=torch.float32),
         }
+
+
+class Clips:
+    """A collator that hands the decoded clips over as they are, `{"clips": [{"id", "text", "audio"}]}`
+    (eval and transcription take waves, not token batches); weight-0 padding clips are left out."""
+
+    def __call__(self, samples: list[dict]) -> dict:
+        return {"clips": [{k: s[k] for k in ("id", "text", "audio")} for s in samples if s.get("weight", 1.0) > 0]}

@@ -26,7 +26,8 @@ from webdataset import tariterators
 
 from speechlm import audio as audio_io
 from speechlm.data import remote
-from speechlm.data.plan import PAD, Catalog, Block
+from speechlm.data.catalog import Catalog
+from speechlm.data.epoch_plan import PAD, Block
 
 log = logging.getLogger(__name__)
 
