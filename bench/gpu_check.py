@@ -57,15 +57,14 @@ def run_variant(a) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "bench"))
+    import gpu_step
     import torch
 
-    import gpu_step
     from speechlm import plan as planner
     from speechlm.config import Config, load
     from speechlm.plan.auto import pick
-    from speechlm.train import autobatch
+    from speechlm.train import autobatch, optim
     from speechlm.train import engine as engine_mod
-    from speechlm.train import optim
 
     cuda = torch.cuda.is_available() and not a.cpu_small
     tmp = Path(tempfile.mkdtemp(prefix="gpu_check-"))

@@ -35,7 +35,6 @@ def one(mode: str, batch_size: int, seconds: float) -> dict:
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     sys.path[:0] = [root, os.path.join(root, "tests")]
     from model_helpers import batch, tiny_config, waves
-
     from speechlm import text, tiny
     from speechlm.model import build
     from speechlm.model.parts import load_encoder, text_config

@@ -60,7 +60,8 @@ def _manifest_clips(path: Path) -> Iterator[tuple[str, object, str]]:
             yield oid, apath, text
 
 
-def dataset_clips(spec: str, split: str | None = None, n: int | None = None, batch_size: int = 8) -> tuple[str, Iterable]:
+def dataset_clips(spec: str, split: str | None = None, n: int | None = None,
+                  batch_size: int = 8) -> tuple[str, Iterable]:
     """(name, iterable of (id, wave or audio path, reference text)) for any dataset spec: a shard set
     (folder or URL), a JSONL/TSV manifest, or a data recipe (built first if needed; its test split)."""
     if remote.is_url(spec):

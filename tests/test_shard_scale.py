@@ -20,8 +20,17 @@ import soundfile as sf
 import yaml
 
 from speechlm.config import REPO_ROOT, ConfigError
-from speechlm.shard import NormalizeConfig, OutputConfig, RowFilter, ShardRecipe, Source, build, merge
-from speechlm.shard import hfstream, listing
+from speechlm.shard import (
+    NormalizeConfig,
+    OutputConfig,
+    RowFilter,
+    ShardRecipe,
+    Source,
+    build,
+    hfstream,
+    listing,
+    merge,
+)
 
 SR = 16000
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()

@@ -67,11 +67,13 @@ def load_catalog(paths: list[str], splits: list[str], what: str = "data.train", 
         manifest = read_manifest(path, f"{what}[{k}].path", io_)
         splits_ = manifest.get("splits", {})
         if split not in splits_:
-            raise ConfigError(f"{what}[{k}].split: '{split}' is not in {mpath} (has: {', '.join(sorted(splits_)) or 'none'})")
+            has = ", ".join(sorted(splits_)) or "none"
+            raise ConfigError(f"{what}[{k}].split: '{split}' is not in {mpath} (has: {has})")
         for sh in splits_[split]["shards"]:
             ids, durs = list(sh["ids"]), np.asarray(sh["durations"], dtype=np.float64)
             if len(ids) != len(durs):
-                raise ConfigError(f"{what}[{k}]: {mpath} lists {len(ids)} ids but {len(durs)} durations for {sh['file']}")
+                raise ConfigError(f"{what}[{k}]: {mpath} lists {len(ids)} ids but {len(durs)} durations "
+                                  f"for {sh['file']}")
             empty_ok = bool(manifest.get("sources", {}).get(sh.get("source"), {}).get("keep_empty", False))
             shards.append(Shard(remote.join(path, sh["file"]), ids, durs, k, empty_ok))
     return Catalog(shards, [str(p) for p in paths])

@@ -33,7 +33,7 @@ class Collator:
         self._prompts: dict[int, list[int]] = {}
 
     @classmethod
-    def from_config(cls, cfg, tokenizer, family=None) -> "Collator":
+    def from_config(cls, cfg, tokenizer, family=None) -> Collator:
         """`family` defaults to the one `model.audio_model_id` names (read from its config)."""
         m = cfg.model
         if family is None:

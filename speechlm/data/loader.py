@@ -20,8 +20,8 @@ import logging
 import shutil
 import signal
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
@@ -168,7 +168,7 @@ class TrainLoader:
         self._plan: EpochPlan | None = None
 
     @classmethod
-    def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> "TrainLoader":
+    def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> TrainLoader:
         d, t = cfg.data, cfg.training
         by_seconds = d.batching == "seconds"
         if by_seconds and d.batch_seconds <= 0:
@@ -279,7 +279,7 @@ class EvalLoader:
                               num_workers=num_workers, batch_size=batch_size)
 
     @classmethod
-    def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> "EvalLoader":
+    def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> EvalLoader:
         return cls(cfg.data.eval, collator, batch_size=cfg.training.per_device_eval_batch_size,
                    max_samples_per_set=cfg.data.max_eval_samples_per_dataset, rank=rank,
                    world_size=world_size, num_workers=cfg.data.num_workers, prefetch_factor=cfg.data.prefetch_factor,
@@ -289,7 +289,8 @@ class EvalLoader:
         return self.plan.steps
 
     def __iter__(self) -> Iterator[dict]:
-        _check_workers(self.catalog, self.plan.workers[self.rank], self.collator, self.num_workers, self.prefetch_factor)
-        ds = PlanDataset(self.catalog, self.plan.workers[self.rank], self.plan.pad_gid, self.collator, io_=self.remote_io)
+        mine = self.plan.workers[self.rank]
+        _check_workers(self.catalog, mine, self.collator, self.num_workers, self.prefetch_factor)
+        ds = PlanDataset(self.catalog, mine, self.plan.pad_gid, self.collator, io_=self.remote_io)
         for _, batch in _batches(ds, self.num_workers, self.prefetch_factor, 0, self.stats):
             yield batch

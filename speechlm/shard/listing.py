@@ -169,7 +169,7 @@ def _chunks(unit: dict, size: int) -> list[dict]:
     if unit["groups"] is None:
         return [{"rows": rows[k:k + size], "groups": None, "first": 0} for k in range(0, len(rows), size)]
     chunks, start, groups, j = [], 0, [], 0
-    for g, n in enumerate(unit["groups"]):
+    for g in range(len(unit["groups"])):
         groups.append(g)
         end = start + sum(unit["groups"][x] for x in groups)
         if end - start >= size or g == len(unit["groups"]) - 1:

@@ -21,9 +21,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from speechlm.config import ConfigError
+from speechlm.fsutil import atomic_write
 from speechlm.shard import hfstream, listing, writer
-from speechlm.shard.merge import STAGE, TAR_NAME, merge
 from speechlm.shard.listing import TRUECASER
+from speechlm.shard.merge import STAGE, TAR_NAME, merge
 from speechlm.shard.schema import SHARD_RECIPES, ShardRecipe, fingerprint, load_recipe
 
 log = logging.getLogger("speechlm.shard")
@@ -57,8 +58,8 @@ def build(recipe: str | Path | ShardRecipe, out_dir: str | Path | None = None, w
         return out
     stage = out / STAGE
     stage.mkdir(parents=True, exist_ok=True)
-    writer.atomic_write(stage / "fingerprint", fp.encode())
-    writer.atomic_write(stage / "recipe.json", json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode())
+    atomic_write(stage / "fingerprint", fp.encode())
+    atomic_write(stage / "recipe.json", json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode())
 
     listed = listing.prepare(cfg, out, stage)
     mine = listing.assign(listed["units"], num_tasks)[task_index]
@@ -193,7 +194,7 @@ def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path,
     done = {"drops": drops, "shards": [{"part": Path(p["path"]).name, "ids": [c["id"] for c in p["clips"]],
                                         "durations": [c["duration"] for c in p["clips"]]} for p in parts]}
     _done_path(stage, unit).parent.mkdir(exist_ok=True)
-    writer.atomic_write(_done_path(stage, unit), json.dumps(done, sort_keys=True).encode())
+    atomic_write(_done_path(stage, unit), json.dumps(done, sort_keys=True).encode())
     for task in tasks:  # the working set goes once the file's tars are written
         Path(task["blob"]).unlink(missing_ok=True)
         Path(task["meta"]).unlink(missing_ok=True)

@@ -18,6 +18,7 @@ import numpy as np
 from speechlm.audio import AudioError, decode, to_mono_16k
 from speechlm.config import ConfigError
 
+
 @dataclass
 class SyntheticConfig:
     """The built-in espeak-ng corpus: distinct sentences per split, random voice/speed/pitch per clip."""
@@ -144,8 +145,10 @@ def rows(cfg, split: str) -> list[tuple[str, str, tuple]]:
     out = []
     for i, text in enumerate(texts):
         # test ids name their half ("test-seen-00003", "test-unseen-00001") so WER can be split
-        name = f"{split}-{'unseen' if has_unseen_word(text) else 'seen'}" if split == "test" and cfg.unseen_test else split
-        out.append((f"{name}-{i:05d}", text, (text, rng.choice(cfg.voices), rng.choice(cfg.speeds), rng.choice(cfg.pitches))))
+        half = "unseen" if has_unseen_word(text) else "seen"
+        name = f"{split}-{half}" if split == "test" and cfg.unseen_test else split
+        spec = (text, rng.choice(cfg.voices), rng.choice(cfg.speeds), rng.choice(cfg.pitches))
+        out.append((f"{name}-{i:05d}", text, spec))
     return out
 
 

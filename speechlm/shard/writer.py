@@ -8,14 +8,13 @@ temporary name and renamed when complete, so a killed build resumes by skipping 
 """
 from __future__ import annotations
 
-from speechlm.fsutil import atomic_write  # noqa: F401  (pipeline uses writer.atomic_write)
-
 import io
 import json
 import tarfile
 from pathlib import Path
 
 from speechlm import audio
+from speechlm.fsutil import atomic_write
 from speechlm.shard import hfstream, sources
 from speechlm.shard import normalize as N
 from speechlm.shard.schema import Source
