@@ -1,6 +1,6 @@
 # Two set-up commands that work on a fresh machine:
 #   make demo   shard the built-in synthetic corpus, train Whisper tiny.en + SmolLM2 (LoRA), report WER
-#   make test   run the test suite (make test-all adds the slow end-to-end tests)
+#   make test   lint (ruff) and run the test suite (make test-all adds the slow end-to-end tests)
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 APT_PKGS := espeak-ng sox tmux openssh-server rsync fortunes
@@ -9,7 +9,7 @@ CUDA     := $(shell command -v nvidia-smi 2>/dev/null)
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup demo test test-all bench clean
+.PHONY: setup demo lint test test-all bench clean
 
 setup: $(STAMP)
 
@@ -33,10 +33,13 @@ endif
 demo: $(STAMP)
 	$(PY) -m speechlm.demo
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+test: lint
 	$(PY) -m pytest -q
 
-test-all: $(STAMP)
+test-all: lint
 	$(PY) -m pytest -q -m ''
 
 bench: $(STAMP)

@@ -76,8 +76,12 @@ def main() -> None:
         print(json.dumps(one(a.mode, a.batch, a.seconds)))
         return
     for mode in ("full_logits", "label_positions"):
-        out = subprocess.run([sys.executable, __file__, "--mode", mode, "--batch", str(a.batch), "--seconds", str(a.seconds)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--mode", mode, "--batch", str(a.batch), "--seconds", str(a.seconds)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         print(out.stdout.strip().splitlines()[-1])
 
 

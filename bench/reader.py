@@ -65,7 +65,9 @@ def write_shards(clips, root: Path, per_shard: int) -> Path:
         file = f"bench-train-{s // per_shard:06d}.tar"
         with tarfile.open(out / file, "w") as tar:
             for cid, flac, words, dur in part:
-                meta = json.dumps({"id": cid, "text": words, "duration": dur, "source": "bench", "orig_id": cid}).encode()
+                meta = json.dumps(
+                    {"id": cid, "text": words, "duration": dur, "source": "bench", "orig_id": cid}
+                ).encode()
                 for name, data in ((f"{cid}.flac", flac), (f"{cid}.json", meta)):
                     info = tarfile.TarInfo(name)
                     info.size = len(data)

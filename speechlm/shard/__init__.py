@@ -31,5 +31,5 @@ build.__doc__ = ("build(recipe, out_dir=None, workers=None, overrides=(), overwr
                  "task_index=0) -> Path (see pipeline.build)")
 merge.__doc__ = "merge(out_dir) -> Path: the one manifest of a build split into tasks (see shard.merge)"
 
-__all__ = ["build", "merge", "load_recipe", "ShardRecipe", "Source", "SyntheticConfig", "NormalizeConfig", "OutputConfig",
-           "RowFilter"]
+__all__ = ["build", "merge", "load_recipe", "ShardRecipe", "Source", "SyntheticConfig", "NormalizeConfig",
+           "OutputConfig", "RowFilter"]
