@@ -1,12 +1,14 @@
 """Shared fixtures.
 
-`synthetic_shards`: a small shard set built once per session by the real shard pipeline from the
-shipped synthetic recipe (espeak-ng speech; a few seconds on 2 cores). It returns the output dir
+`synthetic_shards`: a small shard set built once per session (once per run under pytest-xdist: the
+workers share it) by the real shard pipeline from the shipped synthetic recipe (espeak-ng speech; a
+few seconds on 2 cores). It returns the output dir
 (`manifest.json` + `synthetic-{train,eval,test}-%06d.tar`): train 64 clips in 8 shards, eval 16
 clips in 2 shards, test 8 clips in 1 shard, so rank/worker splitting has something to split.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 
 # never wait on Hub retries in tests (a hub id fails only after ~28 s otherwise)
@@ -52,4 +54,11 @@ def small_synthetic_recipe():
 def synthetic_shards(tmp_path_factory):
     from speechlm.shard import build
 
-    return build(small_synthetic_recipe(), tmp_path_factory.mktemp("shards") / "synthetic", workers=2)
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, shared by its xdist workers: the set is built once
+    out = root / "shared-shards" / "synthetic"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / "build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others find it up to date
+        return build(small_synthetic_recipe(), out, workers=2)
