@@ -6,6 +6,8 @@ STAMP   := .venv/.installed
 APT_PKGS := espeak-ng sox tmux openssh-server rsync fortunes
 CUDA     := $(shell command -v nvidia-smi 2>/dev/null)
 
+# pytest workers: each runs one thread (tests/conftest.py sets OMP_NUM_THREADS=1), so 2 fill 2 cores
+JOBS ?= 2
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
@@ -37,10 +39,13 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup
 
+# the full demo gets the machine to itself (its WER and timing are what make demo gives); the rest
+# of the slow suite runs on $(JOBS) workers first
 test-all: lint
-	$(PY) -m pytest -q -m ''
+	$(PY) -m pytest -q -m '' -n $(JOBS) --dist loadgroup --deselect tests/test_demo.py::test_full_demo_learns
+	$(PY) -m pytest -q -m '' tests/test_demo.py::test_full_demo_learns
 
 bench: $(STAMP)
 	$(PY) bench/shards.py && $(PY) bench/reader.py && $(PY) bench/train.py

@@ -32,6 +32,18 @@ def pytest_runtest_setup(item):
 
 _SESSION_MASTER_PORT = os.environ.get("MASTER_PORT")
 
+# Under pytest-xdist (`make test`: -n 2 --dist loadgroup) a test file runs whole on one worker, so its
+# module fixtures (a trained run, a tiny model) are built once. Files that start daemons which must
+# not run twice at once on one host share a group: Debian's Slurm runs one slurmd per host.
+XDIST_GROUPS = {"test_launch_slurm.py": "slurm", "test_shard_slurm.py": "slurm"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(item.path.name, item.path.name)))
+
 SYNTHETIC_SIZES = {"train": 64, "eval": 16, "test": 8}
 SYNTHETIC_SHARD_CLIPS = 8
 
