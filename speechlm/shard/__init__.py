@@ -15,14 +15,13 @@ from speechlm.shard.schema import (
 
 
 def build(*args, **kwargs):
-    # imported on use: worker processes import this package but need none of the pipeline's imports
-    from speechlm.shard.pipeline import build as _build
+    from speechlm.shard.pipeline import build as _build  # on use: shard workers import this package, not the pipeline
 
     return _build(*args, **kwargs)
 
 
 def merge(out_dir):
-    from speechlm.shard.merge import merge as _merge
+    from speechlm.shard.merge import merge as _merge  # on use, as build above
 
     return _merge(out_dir)
 
