@@ -37,9 +37,7 @@ class Collator:
         """`family` defaults to the one `model.audio_model_id` names (read from its config)."""
         m = cfg.model
         if family is None:
-            from speechlm.model.encoders import (
-                family_for,  # the data layer's one upward import: features are the encoder's
-            )
+            from speechlm.model.encoders import family_for  # data's one upward import: the encoder's features
 
             family = family_for(m.audio_model_id, m.trust_remote_code)
         return cls(tokenizer, prompt=m.prompt, audio_token=m.audio_token, family=family,
