@@ -39,12 +39,12 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 
 test: lint
-	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile
 
 # the full demo gets the machine to itself (its WER and timing are what make demo gives); the rest
 # of the slow suite runs on $(JOBS) workers first
 test-all: lint
-	$(PY) -m pytest -q -m '' -n $(JOBS) --dist loadgroup --deselect tests/test_demo.py::test_full_demo_learns
+	$(PY) -m pytest -q -m '' -n $(JOBS) --dist loadfile --deselect tests/test_demo.py::test_full_demo_learns
 	$(PY) -m pytest -q -m '' tests/test_demo.py::test_full_demo_learns
 
 bench: $(STAMP)

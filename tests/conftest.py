@@ -32,10 +32,8 @@ def pytest_runtest_setup(item):
 
 _SESSION_MASTER_PORT = os.environ.get("MASTER_PORT")
 
-# Under pytest-xdist (`make test`: -n 2 --dist loadgroup) a test file runs whole on one worker, so its
-# module fixtures (a trained run, a tiny model) are built once. Files that start daemons which must
-# not run twice at once on one host share a group: Debian's Slurm runs one slurmd per host.
-XDIST_GROUPS = {"test_launch_slurm.py": "slurm", "test_shard_slurm.py": "slurm"}
+# Under pytest-xdist (`make test`: -n 2 --dist loadfile) a test file runs whole on one worker, so its
+# module fixtures (a trained run, a tiny model) are built once.
 # The longest files first (`pytest --durations=0`, summed per file), so that no worker is left with a
 # long file at the end while the other idles: test_train_e2e.py alone is over a third of `make test`.
 LONGEST_FIRST = ["test_train_e2e.py", "test_plan.py", "test_shard_cli.py", "test_train_units.py", "test_shard.py",
@@ -47,9 +45,7 @@ LONGEST_FIRST = ["test_train_e2e.py", "test_plan.py", "test_shard_cli.py", "test
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole, in order
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(item.path.name, item.path.name)))
+
 
 SYNTHETIC_SIZES = {"train": 64, "eval": 16, "test": 8}
 SYNTHETIC_SHARD_CLIPS = 8
