@@ -32,8 +32,8 @@ import torch  # noqa: E402
 from speechlm import audio, text, tiny  # noqa: E402
 from speechlm import config as C  # noqa: E402
 from speechlm.config import Config, DataSet  # noqa: E402
-from speechlm.data.augment import Augmenter  # noqa: E402
 from speechlm.data import Collator, TrainLoader  # noqa: E402
+from speechlm.data.augment import Augmenter  # noqa: E402
 from speechlm.data.catalog import load_catalog  # noqa: E402
 from speechlm.data.epoch_plan import plan_epoch  # noqa: E402
 from speechlm.model.encoders import family_for  # noqa: E402
@@ -152,8 +152,8 @@ def bench_augment(kind, args, collator):
                 if aug is not None:
                     shares.append(TimedAugmenter.cpu / (cpu - TimedAugmenter.cpu))
                     extra = f"; {TimedAugmenter.cpu:.2f} CPU s in the augmenter (+{100 * shares[-1]:.1f}% on the rest)"
-                print(f"  {name:8s} run {rep}: {cpu:6.2f} CPU s ({n / cpu:6.1f} clips per CPU s), {wall:6.2f} s wall{extra}",
-                      flush=True)
+                print(f"  {name:8s} run {rep}: {cpu:6.2f} CPU s ({n / cpu:6.1f} clips per CPU s), "
+                      f"{wall:6.2f} s wall{extra}", flush=True)
                 best[name] = min(best.get(name, cpu), cpu)
     rate = {k: len(clips) / v for k, v in best.items()}
     print(f"  best of {args.repeats}: plain {rate['plain']:.1f}, augment {rate['augment']:.1f} clips per CPU s: "
@@ -205,7 +205,8 @@ def main(argv=None):
     ap.add_argument("--plan-clips", type=int, default=1_000_000)
     ap.add_argument("--augment", action="store_true", help="only: the reader with and without data.augment")
     ap.add_argument("--recipe", default="production", help="whose data.augment --augment measures")
-    ap.add_argument("--override", nargs="*", default=[], help="key=value on that recipe, e.g. data.augment.speed.prob=0")
+    ap.add_argument("--override", nargs="*", default=[],
+                    help="key=value on that recipe, e.g. data.augment.speed.prob=0")
     args = ap.parse_args(argv)
     import datasets
 

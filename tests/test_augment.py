@@ -25,7 +25,8 @@ def speechlike(seconds=2.0, seed=0):
     rng = np.random.default_rng(seed)
     t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
     env = np.clip(np.sin(2 * np.pi * 3 * t), 0, None) ** 2
-    x = env * (0.3 * np.sin(2 * np.pi * 180 * t) + 0.1 * np.sin(2 * np.pi * 1250 * t)) + 0.003 * rng.standard_normal(len(t))
+    voiced = 0.3 * np.sin(2 * np.pi * 180 * t) + 0.1 * np.sin(2 * np.pi * 1250 * t)
+    x = env * voiced + 0.003 * rng.standard_normal(len(t))
     return x.astype(np.float32)
 
 
@@ -90,7 +91,8 @@ def test_coloured_noise_has_its_spectral_slope():
 
 def test_noise_from_a_folder_at_the_snr_asked_for(tmp_path):
     rng = np.random.default_rng(3)
-    sf.write(tmp_path / "hum.wav", (0.2 * np.sin(2 * np.pi * 50 * np.arange(44100 * 3) / 44100)).astype(np.float32), 44100)
+    hum = (0.2 * np.sin(2 * np.pi * 50 * np.arange(44100 * 3) / 44100)).astype(np.float32)
+    sf.write(tmp_path / "hum.wav", hum, 44100)
     (tmp_path / "sub").mkdir()
     sf.write(tmp_path / "sub" / "babble.flac", 0.1 * rng.standard_normal((8000, 2)), 8000)  # short: tiled
     (tmp_path / "readme.txt").write_text("not audio")  # not listed: not an audio file name

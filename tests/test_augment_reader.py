@@ -9,8 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from speechlm.config import Config, ConfigError, DataSet, load
 from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
@@ -26,7 +26,8 @@ AUG = replace(AugmentConfig(enabled=True), speed=SpeedAugment([0.9, 1.0, 1.1]),
 def digest_collate(samples: list[dict]) -> dict:
     """Per clip: its id and a digest of the exact float32 samples the model would get."""
     return {"ids": [s["id"] for s in samples], "weight": [float(s["weight"]) for s in samples],
-            "digest": [hashlib.sha1(np.ascontiguousarray(s["audio"], np.float32).tobytes()).hexdigest() for s in samples],
+            "digest": [hashlib.sha1(np.ascontiguousarray(s["audio"], np.float32).tobytes()).hexdigest()
+                       for s in samples],
             "num_samples": [len(s["audio"]) for s in samples]}
 
 

@@ -137,7 +137,8 @@ case(TRAIN, ["--config", "tiny", "data.augment.speed.factors=[0.9, 0]"], "data.a
 case(TRAIN, ["--config", "tiny", "data.augment.speed.factors=[-1.1]"], "data.augment.speed.factors[0]")
 case(TRAIN, ["--config", "tiny", "data.augment.reverb.prob=2"], "data.augment.reverb.prob")
 case(TRAIN, ["--config", "tiny", "data.augment.nosie.prob=0.5"], "'data.augment.nosie'", "'noise'")
-case(TRAIN, ["--config", "tiny", "data.augment.noise.dir=/nonexistent/musan"], "data.augment.noise.dir", "/nonexistent/musan")
+case(TRAIN, ["--config", "tiny", "data.augment.noise.dir=/nonexistent/musan"], "data.augment.noise.dir",
+     "/nonexistent/musan")
 case(TRAIN, ["--config", "tiny", "data.augment.reverb.dir={empty_dir}"], "data.augment.reverb.dir", "no audio files")
 
 # ---- the other commands

@@ -2,8 +2,9 @@
 
 Every random draw comes from (run seed, epoch, clip id) and nothing else, so an augmented clip is
 the same after any resume, on any number of ranks or workers, in any order. Each transform draws
-from its own stream (`ClipDraws`), so turning one transform on or off leaves the others' draws alone. A clip that a weight-2 set repeats within one epoch gets the
-same augmentation both times (its id and epoch are the same).
+from its own stream (`ClipDraws`), so turning one transform on or off leaves the others' draws
+alone. A clip that a weight-2 set repeats within one epoch gets the same augmentation both times
+(its id and epoch are the same).
 
 Order, as a recording chain would apply them: speed -> reverb -> noise -> gain -> band limit ->
 clipping -> lossy codec. SpecAugment masks act on the features (`spec_masks`, in the collator).
@@ -227,8 +228,9 @@ def check_codecs(formats: list[str], key: str) -> None:
     for i, name in enumerate(formats):
         fmt, sub = CODECS[name]
         if sub not in sf.available_subtypes(fmt):
+            has = ", ".join(n for n, (f, s) in CODECS.items() if s in sf.available_subtypes(f)) or "no lossy codec"
             raise ConfigError(f"{key}[{i}]: this machine's libsndfile ({sf.__libsndfile_version__}) cannot write "
-                              f"{name}; it has {', '.join(n for n, (f, s) in CODECS.items() if s in sf.available_subtypes(f)) or 'no lossy codec'}")
+                              f"{name}; it has {has}")
 
 
 class Augmenter:
@@ -263,7 +265,7 @@ class Augmenter:
     def max_stretch(self) -> float:
         return self.cfg.max_stretch
 
-    def reseeded(self, seed: int) -> "Augmenter":
+    def reseeded(self, seed: int) -> Augmenter:
         """This augmenter for a run seed (a resumed reader keeps the seed its state recorded)."""
         if int(seed) == self.seed:
             return self
@@ -346,7 +348,8 @@ class Augmenter:
                 try:
                     self._rirs[i] = audio_io.load(self.rir_files[i])
                 except (audio_io.AudioError, OSError) as e:
-                    self._skip("bad_rir_files", f"RIR file {self.rir_files[i]} is unusable ({e}): synthetic RIRs instead")
+                    self._skip("bad_rir_files",
+                               f"RIR file {self.rir_files[i]} is unusable ({e}): synthetic RIRs instead")
                     self._rirs[i] = None  # remembered, so it is logged once per worker
             if self._rirs[i] is not None:
                 return self._rirs[i]

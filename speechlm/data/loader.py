@@ -67,7 +67,8 @@ def check_shared_memory(num_workers: int, prefetch_factor: int, batch_bytes: flo
 def _check_workers(catalog: Catalog, worker_blocks, collator, num_workers: int, prefetch_factor: int,
                    stretch: float = 1.0) -> None:
     per_second = getattr(collator, "bytes_per_audio_second", 0)
-    check_shared_memory(num_workers, prefetch_factor, largest_batch_seconds(catalog, worker_blocks, stretch) * per_second)
+    largest = largest_batch_seconds(catalog, worker_blocks, stretch)
+    check_shared_memory(num_workers, prefetch_factor, largest * per_second)
 
 
 def check_clip_limit(catalog: Catalog, sets: list[DataSet], limit: float | None, family: str, what: str,
@@ -83,7 +84,8 @@ def check_clip_limit(catalog: Catalog, sets: list[DataSet], limit: float | None,
         if longest * stretch > limit:
             slowed = (f" ({longest * stretch:.2f} s after data.augment.speed.factors slows them by {stretch:.3g}x)"
                       if stretch != 1.0 else "")
-            raise ConfigError(f"{what}[{k}]: shard set {ds.path} (split {ds.split}) has clips up to {longest:.2f} s{slowed}, "
+            raise ConfigError(f"{what}[{k}]: shard set {ds.path} (split {ds.split}) has clips up to "
+                              f"{longest:.2f} s{slowed}, "
                               f"longer than the {family} encoder's {limit:g} s limit; re-shard it with a lower "
                               f"maximum duration or choose another model.audio_model_id")
 
