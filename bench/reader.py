@@ -3,10 +3,12 @@ seed's way (a `datasets` map-mode dataset of the same FLAC clips, random batches
 DataLoader), with the same decoding (speechlm.audio) and the same Collator (features + tokens).
 
     python bench/reader.py [--clips 480] [--batch 16] [--workers 1] [--repeats 2]
+    python bench/reader.py --augment [--recipe production] [--override data.augment.speed.prob=0]
 
 Reports clips per CPU second into ready batches (the work runs in-process, torch on one thread, so
 this is per core and robust on a shared machine), the padding share of audio frames and text
-tokens in both, and how long planning a large manifest takes.
+tokens in both, and how long planning a large manifest takes. With --augment: clips per CPU second
+of the same reader with the recipe's `data.augment` on and off, interleaved runs, best of N.
 """
 from __future__ import annotations
 
@@ -28,8 +30,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from speechlm import audio, text, tiny  # noqa: E402
-from speechlm.config import DataSet  # noqa: E402
+from speechlm import config as C  # noqa: E402
+from speechlm.config import Config, DataSet  # noqa: E402
 from speechlm.data import Collator, TrainLoader  # noqa: E402
+from speechlm.data.augment import Augmenter  # noqa: E402
 from speechlm.data.catalog import load_catalog  # noqa: E402
 from speechlm.data.epoch_plan import plan_epoch  # noqa: E402
 from speechlm.model.encoders import family_for  # noqa: E402
@@ -109,9 +113,52 @@ def timed(iterable):
     return time.process_time() - c0, time.perf_counter() - t0, items
 
 
-def run_reader(path, collator, batch, workers):
+def run_reader(path, collator, batch, workers, augment=None):
     return timed(TrainLoader([DataSet(str(path))], collator, batch_size=batch, num_workers=workers, seed=1,
-                             shuffle_shards_per_block=4))
+                             shuffle_shards_per_block=4, augment=augment))
+
+
+class TimedAugmenter(Augmenter):
+    """The real Augmenter, also summing the CPU time spent in it: its share of the same run's time
+    is a ratio that a shared machine's drift between runs cannot skew."""
+
+    cpu = 0.0
+
+    def __call__(self, *a):
+        c0 = time.process_time()
+        out = super().__call__(*a)
+        TimedAugmenter.cpu += time.process_time() - c0
+        return out
+
+
+def bench_augment(kind, args, collator):
+    """The reader with the recipe's data.augment against the same reader without it."""
+    aug_cfg = C.load(Config, args.recipe, None, args.override).data.augment
+    augment = TimedAugmenter(aug_cfg, seed=1)
+    clips = make_clips(args.clips, kind)
+    with tempfile.TemporaryDirectory() as tmp:
+        shards = write_shards(clips, Path(tmp), args.per_shard)
+        print(f"\n[{kind} durations, augmentation of recipe {args.recipe!r}: {', '.join(aug_cfg.active()) or 'none'}] "
+              f"{len(clips)} clips, {sum(c[3] for c in clips) / 3600:.2f} h, batch {args.batch}, "
+              f"{args.workers} worker(s)", flush=True)
+        best, shares = {}, []
+        for rep in range(args.repeats):
+            for name, aug in (("plain", None), ("augment", augment)):
+                TimedAugmenter.cpu = 0.0
+                cpu, wall, batches = run_reader(shards, collator, args.batch, args.workers, aug)
+                n = sum(int((b["weight"] > 0).sum()) for b in batches)
+                assert n == len(clips), (name, n)
+                extra = ""
+                if aug is not None:
+                    shares.append(TimedAugmenter.cpu / (cpu - TimedAugmenter.cpu))
+                    extra = f"; {TimedAugmenter.cpu:.2f} CPU s in the augmenter (+{100 * shares[-1]:.1f}% on the rest)"
+                print(f"  {name:8s} run {rep}: {cpu:6.2f} CPU s ({n / cpu:6.1f} clips per CPU s), "
+                      f"{wall:6.2f} s wall{extra}", flush=True)
+                best[name] = min(best.get(name, cpu), cpu)
+    rate = {k: len(clips) / v for k, v in best.items()}
+    print(f"  best of {args.repeats}: plain {rate['plain']:.1f}, augment {rate['augment']:.1f} clips per CPU s: "
+          f"+{100 * (best['augment'] / best['plain'] - 1):.1f}% CPU per clip; in-run share of the augmenter: "
+          f"+{100 * float(np.median(shares)):.1f}% (median)", flush=True)
 
 
 def run_map(path, collator, batch, workers):
@@ -156,12 +203,20 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=0, help="0: measure CPU time in-process (per core)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--plan-clips", type=int, default=1_000_000)
+    ap.add_argument("--augment", action="store_true", help="only: the reader with and without data.augment")
+    ap.add_argument("--recipe", default="production", help="whose data.augment --augment measures")
+    ap.add_argument("--override", nargs="*", default=[],
+                    help="key=value on that recipe, e.g. data.augment.speed.prob=0")
     args = ap.parse_args(argv)
     import datasets
 
     tok = text.load_tokenizer(str(tiny.ensure("qwen3_5")), "<audio>")
     collator = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>",
                         family=family_for("tiny/granite_speech5"), pool_stride=1)
+    if args.augment:
+        for kind in args.durations.split(","):
+            bench_augment(kind, args, collator)
+        return
     for kind in args.durations.split(","):
         bench_one(kind, args, collator, datasets)
 

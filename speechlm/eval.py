@@ -1,12 +1,19 @@
 """Evaluate an exported checkpoint: corpus WER per dataset, worst examples, a JSONL of hypotheses.
 
     python -m speechlm.eval -m MODEL_DIR -d DATASET [-d DATASET ...] [-n N] [--batch-size B] [--json]
+    python -m speechlm.eval -m MODEL_DIR -d DATASET --noise-snr-db 10 [--noise-dir DIR] [--reverb]
 
 MODEL_DIR is an exported model (`checkpoints/step-N/model`), a checkpoint `step-N`, a run folder
 (its latest checkpoint), or a Hub id.
 DATASET is a built shard set (a folder with manifest.json, or its URL: s3://, https://, ... read as
 training reads it), a data recipe (`shards/NAME.yaml` or NAME; its `test` split is reserved for
 this), or a JSONL/TSV manifest of audio paths and texts.
+
+A noisy or reverberant test condition is an eval option, never a training setting: `--noise-snr-db X`
+mixes noise into every clip at exactly X dB SNR (generated coloured noise, or clips from
+`--noise-dir`), `--reverb` convolves every clip with a synthetic room (RT60 0.3-0.7 s, DRR 0-5 dB),
+both through speechlm.data.augment with draws fixed by the clip id, so every model hears the same
+corrupted clips. The result is named `DATASET+noise10dB`, `DATASET+reverb`, ...
 """
 from __future__ import annotations
 
@@ -22,7 +29,9 @@ import torch
 
 from speechlm import audio, shard, wer
 from speechlm.config import REPO_ROOT, ConfigError, DataSet, cli_errors
+from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
 from speechlm.data import Clips, EvalLoader, remote
+from speechlm.data.augment import Augmenter, list_audio
 from speechlm.data.catalog import read_manifest
 from speechlm.data.remote import RemoteIO
 from speechlm.model import from_pretrained
@@ -94,8 +103,28 @@ def _batches(it, n: int | None, size: int):
         yield batch
 
 
-def evaluate(model, spec: str, n: int | None = None, batch_size: int = 8, split: str | None = None) -> dict:
+def condition(noise_snr_db: float | None = None, noise_dir: str | None = None, reverb: bool = False):
+    """(name suffix, Augmenter or None) for a corrupted test condition; the same draws for every run."""
+    if noise_snr_db is None and not reverb:
+        return "", None
+    cfg = AugmentConfig(enabled=True, speed=SpeedAugment([1.0], prob=0.0))
+    suffix = ""
+    if reverb:
+        cfg.reverb = ReverbAugment(prob=1.0, rt60_s=[0.3, 0.7], drr_db=[0.0, 5.0])
+        suffix += "+reverb"
+    if noise_snr_db is not None:
+        cfg.noise = NoiseAugment(prob=1.0, snr_db=[noise_snr_db, noise_snr_db], dir=noise_dir)
+        suffix += f"+noise{noise_snr_db:g}dB"
+    if noise_dir is not None:
+        list_audio(noise_dir, "--noise-dir")  # a missing or empty folder: a ConfigError naming the flag
+    return suffix, Augmenter(cfg, seed=0)
+
+
+def evaluate(model, spec: str, n: int | None = None, batch_size: int = 8, split: str | None = None,
+             corrupt=None, suffix: str = "") -> dict:
+    """`corrupt` (from `condition`): an Augmenter applied to every clip (epoch 0, the clip's id)."""
     name, clips = dataset_clips(spec, split, n, batch_size)
+    name += suffix
     rows, skipped = [], 0
     limit = model.family.max_seconds  # e.g. Whisper's 30 s: longer clips are skipped and counted
     t0 = time.perf_counter()
@@ -113,7 +142,7 @@ def evaluate(model, spec: str, n: int | None = None, batch_size: int = 8, split:
                 print(f"skip {cid}: {len(wave) / audio.SAMPLE_RATE:.1f} s is longer than the {model.family.name} "
                       f"encoder's {limit:g} s limit", file=sys.stderr)
                 continue
-            waves.append(wave)
+            waves.append(wave if corrupt is None else corrupt(wave, 0, str(cid)))
             keep.append((cid, ref))
         if waves:
             for (cid, ref), hyp in zip(keep, model.transcribe(waves)):
@@ -183,7 +212,13 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--out", default=None, help="folder for hypotheses JSONL (default: beside the model)")
     ap.add_argument("--json", action="store_true", help="print results as JSON")
+    ap.add_argument("--noise-snr-db", type=float, default=None, help="mix noise into every clip at this SNR")
+    ap.add_argument("--noise-dir", default=None, help="noise clips for --noise-snr-db (default: generated noise)")
+    ap.add_argument("--reverb", action="store_true", help="convolve every clip with a synthetic room")
     args = ap.parse_args(argv)
+    if args.noise_dir and args.noise_snr_db is None:
+        raise ConfigError("--noise-dir: needs --noise-snr-db")
+    suffix, corrupt = condition(args.noise_snr_db, args.noise_dir, args.reverb)
     if args.n is not None and args.n <= 0:
         raise ConfigError(f"-n must be positive, got {args.n}")
     local_model(args.model)  # validate first, in argument order: a wrong path fails before anything loads
@@ -191,7 +226,7 @@ def main(argv=None):
         dataset_clips(d, args.split, args.n)
     torch.manual_seed(0)
     model = load_model(args.model)
-    results = [evaluate(model, d, args.n, args.batch_size, args.split) for d in args.dataset]
+    results = [evaluate(model, d, args.n, args.batch_size, args.split, corrupt, suffix) for d in args.dataset]
     out = Path(args.out) if args.out else (Path(args.model) / "eval" if Path(args.model).is_dir() else Path("eval"))
     out.mkdir(parents=True, exist_ok=True)
     for r in results:

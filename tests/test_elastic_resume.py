@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 
 from tests.infra.daemons import free_port
@@ -161,6 +162,9 @@ def test_two_one_two_ranks_every_clip_once(tmp_path, synthetic_shards, stage):
     # 2 ranks: SIGTERM to the job (as Slurm's scancel / requeue sends it) after step 3
     a = segment("a-2ranks-term", 2)
     a.wait_for(lambda: a.steps() >= 3, "step 3")
+    # with the twin's augmentation on (production's, issue #21): the ledgers below hold per clip id,
+    # and the augmented audio is a function of (seed, epoch, id) alone (tests/test_augment_reader.py)
+    assert yaml.safe_load((run / "config.yaml").read_text())["data"]["augment"]["enabled"]
     a.signal(signal.SIGTERM)
     a.wait()
     assert "signal SIGTERM: saving at step" in a.text(), a.text()[-3000:]

@@ -16,14 +16,16 @@ from speechlm.model import save_pretrained
 from speechlm.train import engine as engine_mod
 from speechlm.train import optim
 
-# every key that sets precision, what trains, or how ZeRO partitions: a twin may change sizes, data,
-# steps and learning rates, never these
+# every key that sets precision, what trains, how ZeRO partitions, or how clips are augmented: a twin
+# may change sizes, data, steps and learning rates, never these
 PRODUCTION_KEYS = [
     "training.bf16", "model.model_dtype", "model.projector_dtype", "model.use_lora", "training.use_lora",
     "model.lora_target_modules", "model.lora_dropout", "model.calibrate_projector",
     "training.freeze_audio_encoder", "training.freeze_language_model", "training.freeze_text_embed_tokens",
     "training.freeze_projector", "training.gradient_checkpointing", "training.attn_implementation",
     "deepspeed.zero_stage", "deepspeed.offload", "deepspeed.config",
+    # the twin augments exactly as production does (issue #21): the resume tests run it
+    "data.augment",
 ]
 
 

@@ -131,6 +131,16 @@ case(
 )
 case(TRAIN, ["--config", "tiny", "training.push_to_hub=true"], "hub_model_id")
 
+# ---- augmentation (issue #21): values here, folders and codecs before any process group
+case(TRAIN, ["--config", "tiny", "data.augment.noise.snr_db=[20, 5]"], "data.augment.noise.snr_db", "upside down")
+case(TRAIN, ["--config", "tiny", "data.augment.speed.factors=[0.9, 0]"], "data.augment.speed.factors[1]", "> 0")
+case(TRAIN, ["--config", "tiny", "data.augment.speed.factors=[-1.1]"], "data.augment.speed.factors[0]")
+case(TRAIN, ["--config", "tiny", "data.augment.reverb.prob=2"], "data.augment.reverb.prob")
+case(TRAIN, ["--config", "tiny", "data.augment.nosie.prob=0.5"], "'data.augment.nosie'", "'noise'")
+case(TRAIN, ["--config", "tiny", "data.augment.noise.dir=/nonexistent/musan"], "data.augment.noise.dir",
+     "/nonexistent/musan")
+case(TRAIN, ["--config", "tiny", "data.augment.reverb.dir={empty_dir}"], "data.augment.reverb.dir", "no audio files")
+
 # ---- the other commands
 SHARD, PLAN, MODEL, EVAL, TRANSCRIBE, REPORT = "shard", "plan", "model", "eval", "transcribe", "report"
 case(SHARD, ["--config", "synthtic"], "'synthtic'", "'synthetic'")
@@ -153,6 +163,8 @@ case(MODEL, ["--count", "--config", "tiny", "model.audio_model_id={wav2vec2_dir}
 case(EVAL, ["-m", "/nonexistent/model", "-d", "shards/synthetic"], "/nonexistent/model")
 case(EVAL, ["-m", "{model_dir}", "-d", "/nonexistent/set"], "/nonexistent/set")
 case(EVAL, ["-m", "{model_dir}", "-d", "shards/synthetic", "-n", "0"], "-n")
+case(EVAL, ["-m", "{model_dir}", "-d", "shards/synthetic", "--noise-snr-db", "5", "--noise-dir", "/nonexistent/musan"],
+     "--noise-dir", "/nonexistent/musan")
 case(TRANSCRIBE, ["-m", "/nonexistent/model", "{bad_yaml}"], "/nonexistent/model")
 case(TRANSCRIBE, ["-m", "{model_dir}", "/nonexistent/a.wav"], "/nonexistent/a.wav")
 case(REPORT, ["/nonexistent/run"], "/nonexistent/run")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 
 from faults.bad_data import make_bad_set
@@ -97,6 +98,9 @@ def test_kill_anywhere_preempt_disk_full_hub_down_same_result(bad_set, tmp_path)
 
     straight = Train(out / "straight", overrides(bad_set.path, out, "straight"), tmp_path / "straight.log")
     assert straight.wait() == 0, straight.text()[-3000:]
+    # the tiny twin augments as production does (issue #21): every resume below must redraw the same clips
+    augment = yaml.safe_load((out / "straight" / "config.yaml").read_text())["data"]["augment"]
+    assert augment["enabled"] and augment["noise"]["prob"] > 0 and augment["speed"]["prob"] > 0
     ref_losses = dict(losses(out / "straight"))
     total = max(ref_losses)
     loader = TrainLoader([DataSet(str(bad_set.path))], ids_collate, batch_size=8, num_workers=1, seed=44)

@@ -1,15 +1,14 @@
 """The typed config schema: one dataclass per recipe section, and Config.validate()'s cross-field checks.
 
-ConfigError lives here, not in loader.py, because validate() raises it and loader.py imports this module.
+ConfigError lives in errors.py (re-exported here) because validate() and augment.py raise it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-
-class ConfigError(ValueError):
-    """A user mistake in a config or command line: reported as one line, exit status 2."""
+from speechlm.config.augment import AugmentConfig
+from speechlm.config.errors import ConfigError
 
 
 @dataclass
@@ -65,6 +64,8 @@ class DataConfig:
     io_timeout_s: float = 60.0
     io_retries: int = 5
     io_backoff_s: float = 1.0
+    # on-the-fly training augmentation (speechlm/config/augment.py); eval never augments
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
 
 
 @dataclass
@@ -176,6 +177,7 @@ class Config:
             raise ConfigError(f"training.num_train_epochs: must be > 0 when training.max_steps <= 0, got {t.num_train_epochs}")
         if not (0 <= t.adam_beta1 < 1 and 0 <= t.adam_beta2 < 1):
             raise ConfigError(f"training.adam_beta1/adam_beta2: must be in [0, 1), got {t.adam_beta1}, {t.adam_beta2}")
+        d.augment.validate("data.augment")
         for i, s in enumerate(d.train + d.eval):
             key = f"data.train[{i}]" if i < len(d.train) else f"data.eval[{i - len(d.train)}]"
             if not s.path:

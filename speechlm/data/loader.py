@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from speechlm.config import ConfigError, DataSet
+from speechlm.data.augment import Augmenter
 from speechlm.data.catalog import Catalog, load_catalog
 from speechlm.data.epoch_plan import PAD, Block, EpochPlan, plan_epoch, plan_eval
 from speechlm.data.reader import PlanDataset
@@ -36,11 +37,12 @@ log = logging.getLogger(__name__)
 SHM_DIR = Path("/dev/shm")
 
 
-def largest_batch_seconds(catalog: Catalog, worker_blocks: list[list[Block]]) -> float:
-    """Padded audio seconds (clips x the longest) of the largest batch these workers will collate."""
+def largest_batch_seconds(catalog: Catalog, worker_blocks: list[list[Block]], stretch: float = 1.0) -> float:
+    """Padded audio seconds (clips x the longest) of the largest batch these workers will collate;
+    `stretch`: how much longer augmentation can make a clip (speed perturbation below 1)."""
     sizes = [len(b) * float(catalog.durations[b].max()) for blocks in worker_blocks for blk in blocks
              for b in blk.batches if b is not PAD and len(b)]
-    return max(sizes, default=0.0)
+    return max(sizes, default=0.0) * stretch
 
 
 def check_shared_memory(num_workers: int, prefetch_factor: int, batch_bytes: float, shm_dir: Path = SHM_DIR) -> None:
@@ -62,32 +64,40 @@ def check_shared_memory(num_workers: int, prefetch_factor: int, batch_bytes: flo
             "data.num_workers (0 collates in the trainer), data.prefetch_factor or the batch size")
 
 
-def _check_workers(catalog: Catalog, worker_blocks, collator, num_workers: int, prefetch_factor: int) -> None:
+def _check_workers(catalog: Catalog, worker_blocks, collator, num_workers: int, prefetch_factor: int,
+                   stretch: float = 1.0) -> None:
     per_second = getattr(collator, "bytes_per_audio_second", 0)
-    check_shared_memory(num_workers, prefetch_factor, largest_batch_seconds(catalog, worker_blocks) * per_second)
+    largest = largest_batch_seconds(catalog, worker_blocks, stretch)
+    check_shared_memory(num_workers, prefetch_factor, largest * per_second)
 
 
-def check_clip_limit(catalog: Catalog, sets: list[DataSet], limit: float | None, family: str, what: str) -> None:
-    """Refuse, before any step, a shard set whose longest clip (from its manifest) is longer than the
-    encoder takes (`limit` seconds: the encoder family's max_seconds, e.g. Whisper's 30 s)."""
+def check_clip_limit(catalog: Catalog, sets: list[DataSet], limit: float | None, family: str, what: str,
+                     stretch: float = 1.0) -> None:
+    """Refuse, before any step, a shard set whose longest clip (from its manifest, times `stretch`: the
+    slowest speed perturbation) is longer than the encoder takes (`limit` seconds: the encoder family's
+    max_seconds, e.g. Whisper's 30 s)."""
     if not limit:
         return
     for k, ds in enumerate(sets):
         longest = max((float(sh.durations.max()) for sh in catalog.shards if sh.set_index == k and len(sh.durations)),
                       default=0.0)
-        if longest > limit:
-            raise ConfigError(f"{what}[{k}]: shard set {ds.path} (split {ds.split}) has clips up to {longest:.2f} s, "
+        if longest * stretch > limit:
+            slowed = (f" ({longest * stretch:.2f} s after data.augment.speed.factors slows them by {stretch:.3g}x)"
+                      if stretch != 1.0 else "")
+            raise ConfigError(f"{what}[{k}]: shard set {ds.path} (split {ds.split}) has clips up to "
+                              f"{longest:.2f} s{slowed}, "
                               f"longer than the {family} encoder's {limit:g} s limit; re-shard it with a lower "
                               f"maximum duration or choose another model.audio_model_id")
 
 
 def check_sets_for_encoder(cfg, family) -> None:
     """The same check for a config's train and eval sets, from their manifests alone: the trainer runs it
-    at start, before any process group or model."""
-    for what, sets in (("data.train", cfg.data.train), ("data.eval", cfg.data.eval)):
+    at start, before any process group or model. Train clips count after the slowest speed perturbation."""
+    slowest = cfg.data.augment.max_stretch
+    for what, sets, stretch in (("data.train", cfg.data.train, slowest), ("data.eval", cfg.data.eval, 1.0)):
         if sets:
-            catalog = load_catalog([s.path for s in sets], [s.split for s in sets], what=what)
-            check_clip_limit(catalog, sets, family.max_seconds, family.name, what)
+            catalog = load_catalog([d.path for d in sets], [d.split for d in sets], what=what)
+            check_clip_limit(catalog, sets, family.max_seconds, family.name, what, stretch)
 
 
 def _collator_limit(collator) -> tuple[float | None, str]:
@@ -141,7 +151,8 @@ def _batches(dataset: PlanDataset, num_workers: int, prefetch_factor: int, first
 class TrainLoader:
     def __init__(self, sets: list[DataSet], collator, *, batch_size: int = 0, batch_seconds: float = 0.0,
                  rank: int = 0, world_size: int = 1, num_workers: int = 2, seed: int = 44,
-                 shuffle_shards_per_block: int = 4, prefetch_factor: int = 2, remote_io: RemoteIO | None = None):
+                 shuffle_shards_per_block: int = 4, prefetch_factor: int = 2, remote_io: RemoteIO | None = None,
+                 augment: Augmenter | None = None):
         if not sets:
             raise ConfigError("data.train: no shard sets given")
         if batch_size <= 0 and batch_seconds <= 0:
@@ -150,7 +161,10 @@ class TrainLoader:
             raise ValueError(f"rank {rank} outside world size {world_size}")
         self.remote_io = remote_io or RemoteIO()  # for sets at a URL
         self.catalog: Catalog = load_catalog([s.path for s in sets], [s.split for s in sets], io_=self.remote_io)
-        check_clip_limit(self.catalog, sets, *_collator_limit(collator), "data.train")
+        # on-the-fly augmentation (speechlm.data.augment), run in the workers; its seed is the reader's
+        self.augment = augment if augment is not None and augment.enabled else None
+        self.stretch = self.augment.max_stretch if self.augment else 1.0
+        check_clip_limit(self.catalog, sets, *_collator_limit(collator), "data.train", self.stretch)
         self.weights = [float(s.weight) for s in sets]
         if sum(self.weights) <= 0:
             raise ConfigError("data.train: every weight is 0, so an epoch has no clips")
@@ -176,7 +190,8 @@ class TrainLoader:
         return cls(d.train, collator, batch_size=t.per_device_train_batch_size,
                    batch_seconds=d.batch_seconds if by_seconds else 0.0, rank=rank, world_size=world_size,
                    num_workers=d.num_workers, seed=t.seed, shuffle_shards_per_block=d.shuffle_shards_per_block,
-                   prefetch_factor=d.prefetch_factor, remote_io=RemoteIO.from_config(d))
+                   prefetch_factor=d.prefetch_factor, remote_io=RemoteIO.from_config(d),
+                   augment=Augmenter(d.augment, seed=t.seed) if d.augment.enabled else None)
 
     # ------------------------------------------------------------------ plan
 
@@ -250,9 +265,11 @@ class TrainLoader:
         plan = self.plan()
         start = self.step_in_epoch
         if start < plan.steps:
-            _check_workers(self.catalog, plan.workers[self.rank], self.collator, self.num_workers, self.prefetch_factor)
+            _check_workers(self.catalog, plan.workers[self.rank], self.collator, self.num_workers, self.prefetch_factor,
+                           self.stretch)
             ds = PlanDataset(self.catalog, plan.workers[self.rank], plan.pad_gid, self.collator, start_step=start,
-                             io_=self.remote_io)
+                             io_=self.remote_io, augment=self.augment and self.augment.reseeded(self.seed),
+                             epoch=self.epoch)
             for step, batch in _batches(ds, self.num_workers, self.prefetch_factor, start, self.stats):
                 self.step_in_epoch = step + 1
                 yield batch

@@ -26,6 +26,7 @@ from webdataset import tariterators
 
 from speechlm import audio as audio_io
 from speechlm.data import remote
+from speechlm.data.augment import Augmenter
 from speechlm.data.catalog import Catalog
 from speechlm.data.epoch_plan import PAD, Block
 
@@ -90,8 +91,12 @@ class PlanDataset(torch.utils.data.IterableDataset):
     """Batches of one rank for one epoch: yields (step, batch) with batch from `collator`."""
 
     def __init__(self, catalog: Catalog, worker_blocks: list[list[Block]], pad_gid: int,
-                 collator: Callable, start_step: int = 0, io_: remote.RemoteIO = remote.DEFAULT):
+                 collator: Callable, start_step: int = 0, io_: remote.RemoteIO = remote.DEFAULT,
+                 augment: Augmenter | None = None, epoch: int = 0):
         self.catalog = catalog
+        # training only (EvalLoader passes none): each clip's draws come from (seed, epoch, clip id)
+        self.augment = augment if augment is not None and augment.enabled else None
+        self.epoch = int(epoch)
         self.io = io_
         self.worker_blocks = worker_blocks
         self.pad_gid = pad_gid
@@ -130,6 +135,11 @@ class PlanDataset(torch.utils.data.IterableDataset):
                         pad_sample = self._pad_sample()
                     samples, weight = [pad_sample], 0.0
                 batch = self.collator([dict(s, weight=weight) for s in samples])
+                if self.augment is not None:
+                    if self.augment.masks_features:
+                        self._spec(batch)
+                    stats.update(self.augment.stats)
+                    self.augment.stats.clear()
                 batch["_step"] = step
                 batch["_stats"] = dict(stats)
                 stats.clear()
@@ -167,6 +177,8 @@ class PlanDataset(torch.utils.data.IterableDataset):
                 # would teach the model to say nothing, unless the shard recipe kept it so (non-speech clips)
                 raise ValueError("empty text")
             wave = audio_io.load(m["flac"])
+            if self.augment is not None:
+                wave = self.augment(wave, self.epoch, clip_id)
             shortest = getattr(self.collator, "min_samples", 0)
             if len(wave) < shortest:
                 raise audio_io.AudioError(f"{len(wave)} samples, fewer than the {shortest} the features need")
@@ -176,6 +188,12 @@ class PlanDataset(torch.utils.data.IterableDataset):
             log.warning("clip %s in %s is unusable (%s): dropped from its batch", clip_id,
                         self.catalog.shards[s].file, e)
             return None
+
+    def _spec(self, batch: dict) -> None:
+        """SpecAugment masks on each clip's features, drawn like the clip's other augmentations."""
+        frames = batch["feature_mask"].sum(dim=1).tolist()
+        for i, clip_id in enumerate(batch["ids"]):
+            self.augment.spec(batch["input_features"][i], int(frames[i]), self.epoch, clip_id, self.collator.features)
 
     def _pad_sample(self) -> dict:
         """The clip that weight-0 batches carry: the plan's designated real clip, read once."""

@@ -27,7 +27,8 @@ Memory model, per device (N = world size, T = trainable params, F = frozen param
                   holds one chunk of label logits at a time (their fp32 log-softmax and its fp32
                   gradient at the backward's peak); Liger's fused kernel on CUDA holds less.
   GPU runtime     CUDA context + allocator slack: CUDA_OVERHEAD_GIB + FRAGMENTATION of the rest.
-The worst micro-batch is the longest clip (the 19 s cap, or the manifest's longest) times the
+The worst micro-batch is the longest clip (the 19 s cap, or the manifest's longest; train clips slowed
+by the smallest data.augment speed factor: 21.1 s at 0.9) times the
 per-device batch: length bucketing puts long clips together, so that batch does happen.
 
 With `training.per_device_train_batch_size=auto` (production) the memory is shown for all of a
@@ -75,6 +76,7 @@ from speechlm.plan.memory import (  # noqa: F401  (re-exported)
     clip_tokens,
     fit_batch,
     step_memory,
+    worst_clip_seconds,
     zero_memory,
 )
 from speechlm.plan.models import (  # noqa: F401  (re-exported: the planner's public surface)
@@ -111,7 +113,7 @@ def _auto_fits(cfg: Config, shapes: Shapes, world: int, clip: float) -> list[dic
 def make_plan(cfg: Config, world: int = 1) -> dict:
     shapes = model_shapes(cfg)
     data = data_facts(cfg)
-    clip = data["max_clip_seconds"] or MAX_CLIP_SECONDS
+    clip = worst_clip_seconds(cfg, data)
     t = cfg.training
     auto = t.per_device_train_batch_size == "auto"
     # with auto, memory is shown for all of a step's clips in one micro batch (no accumulation)

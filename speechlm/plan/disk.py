@@ -32,7 +32,9 @@ def _remote_manifest(url: str) -> dict | None:
 
 def data_facts(cfg: Config) -> dict:
     """Shard bytes and the longest clip, from the built shards' manifests where they exist. A set at
-    a URL stays there: it takes local disk only through data.cache_dir (at most data.cache_max_gb)."""
+    a URL stays there: it takes local disk only through data.cache_dir (at most data.cache_max_gb).
+    A training set's clips count as long as the slowest speed perturbation makes them (data.augment)."""
+    train_paths, stretch = {d.path for d in cfg.data.train}, cfg.data.augment.max_stretch
     out = {"shard_bytes": 0, "max_clip_seconds": None, "unknown": []}
     remote_bytes = 0.0
     for ds in {d.path: d for d in cfg.data.train + cfg.data.eval}.values():
@@ -53,7 +55,7 @@ def data_facts(cfg: Config) -> dict:
                 else:
                     f = root / sh["file"]
                     out["shard_bytes"] += f.stat().st_size if f.is_file() else sh.get("seconds", 0) * FLAC_BYTES_PER_SECOND
-                longest = max(sh.get("durations") or [0])
+                longest = max(sh.get("durations") or [0]) * (stretch if ds.path in train_paths else 1.0)
                 out["max_clip_seconds"] = max(out["max_clip_seconds"] or 0, longest)
     if cfg.data.cache_dir:
         out["shard_bytes"] += min(remote_bytes, cfg.data.cache_max_gb * GIB)

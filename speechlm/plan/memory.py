@@ -18,6 +18,13 @@ TEXT_TOKENS_PER_SECOND = 3.5  # English speech ~2.5 words/s at ~1.3 tokens/word,
 PROMPT_TOKENS = 32  # chat template turns, the prompt, the newline
 
 
+def worst_clip_seconds(cfg: Config, data: dict) -> float:
+    """The longest clip a micro batch can hold: the manifests' (`disk.data_facts`, train clips already
+    slowed down), else the shard step's cap slowed down by the smallest speed-perturbation factor
+    (a 19 s clip at 0.9 is 21.1 s)."""
+    return data["max_clip_seconds"] or MAX_CLIP_SECONDS * cfg.data.augment.max_stretch
+
+
 @dataclass(frozen=True)
 class GPU:
     name: str

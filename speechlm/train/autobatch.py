@@ -25,7 +25,7 @@ from speechlm.config import Config, ConfigError
 from speechlm.data import Collator
 from speechlm.plan.auto import ENV, BatchPick, device_memory_gib, divisors_down, pick, step_bytes, target_clips  # noqa: F401
 from speechlm.plan.disk import data_facts
-from speechlm.plan.memory import MAX_CLIP_SECONDS, TEXT_TOKENS_PER_SECOND, zero_memory
+from speechlm.plan.memory import TEXT_TOKENS_PER_SECOND, worst_clip_seconds, zero_memory
 from speechlm.plan.models import model_shapes
 from speechlm.train.checkpoint import CheckpointManager
 
@@ -85,7 +85,7 @@ def decide(cfg: Config, world: int, recorded: dict | None, device_memory: tuple[
         log.warning("per_device_train_batch_size=auto: %s", p.describe())
         return p
     gib, source = device_memory or device_memory_gib()
-    clip = data_facts(cfg)["max_clip_seconds"] or MAX_CLIP_SECONDS
+    clip = worst_clip_seconds(cfg, data_facts(cfg))
     p = pick(cfg, model_shapes(cfg), gib, world=world, clip_seconds=clip)
     apply(cfg, p)
     log.warning("per_device_train_batch_size=auto for %s (%.1f GiB, ZeRO-%d, world %d), %d clips per step: %s",

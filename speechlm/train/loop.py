@@ -22,6 +22,7 @@ from transformers import set_seed
 
 from speechlm import config as config_mod
 from speechlm.config import Config, ConfigError
+from speechlm.data.augment import Augmenter
 from speechlm.model.build import build_model, make_loss, trainable_parts
 from speechlm.model.encoders import family_for
 from speechlm.model.io import save_pretrained
@@ -169,6 +170,8 @@ class Trainer:
             ckpt_mod.CheckpointManager(".").resolve(self.t.resume_from_checkpoint)
         if self.t.push_to_hub and not self.t.hub_model_id:
             raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
+        if self.cfg.data.augment.enabled:  # noise/RIR folders listed, codecs checked: a ConfigError naming the key
+            Augmenter(self.cfg.data.augment, seed=self.t.seed)
         mcfg = self.cfg.model
         self.family = family_for(mcfg.audio_model_id, mcfg.trust_remote_code)  # the run's, once
         preflight(mcfg, self.family)  # every pretrained weight accounted for, on the meta device
