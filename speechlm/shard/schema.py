@@ -30,6 +30,13 @@ class SyntheticConfig:
     speeds: list[int] = field(default_factory=lambda: [140, 160, 180])  # words per minute
     pitches: list[int] = field(default_factory=lambda: [35, 50, 65])
     seed: int = 0
+    # grammar: the sentences above (speechlm.shard.synthetic); listen: random word orders and
+    # sentences, test split in parts (speechlm.shard.corpus); nonspeech: silence, noise, tones and
+    # clicks with empty labels (speechlm.shard.nonspeech; the source needs keep_empty: true)
+    corpus: Literal["grammar", "listen", "nonspeech"] = "grammar"
+    vocabulary: int = 0  # listen: words from faker's English list added to the grammar's 52
+    random_share: float = 0.5  # listen: share of training clips that are random word orders
+    random_test: int = 0  # listen: test clips that are random word orders (eval gets its share)
 
 
 @dataclass
@@ -122,6 +129,15 @@ class ShardRecipe:
             if s.kind == "synthetic" and not 0 <= s.synthetic.unseen_test <= s.synthetic.test:
                 raise ConfigError(f"{key}.synthetic.unseen_test: must be between 0 and {key}.synthetic.test "
                                   f"({s.synthetic.test}), got {s.synthetic.unseen_test}")
+            if s.kind == "synthetic" and s.synthetic.corpus == "listen":
+                sy = s.synthetic
+                if not 0 <= sy.random_share <= 1:
+                    raise ConfigError(f"{key}.synthetic.random_share: must be between 0 and 1, got {sy.random_share}")
+                if sy.random_test < 0 or sy.random_test + sy.unseen_test > sy.test:
+                    raise ConfigError(f"{key}.synthetic.random_test: random_test + unseen_test must be at most "
+                                      f"test ({sy.test}), got {sy.random_test} + {sy.unseen_test}")
+            if s.kind == "synthetic" and s.synthetic.corpus == "nonspeech" and not s.keep_empty:
+                raise ConfigError(f"{key}.keep_empty: a nonspeech corpus has empty labels and needs keep_empty: true")
             if s.kind != "synthetic":
                 if not s.splits:
                     raise ConfigError(f"{key}.splits: required for kind '{s.kind}' (e.g. {{train: [...], eval: [...]}})")

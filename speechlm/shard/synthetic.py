@@ -56,12 +56,14 @@ _FIXED = {"the", "a", "and", "went", "to", "is", "in", "did", "see", "near"}
 VOCABULARY = sorted(set(NAMES + PLACES + NOUNS + ADJECTIVES + VERBS + TIMES) | _FIXED)
 HELD_OUT_WORDS = frozenset(w for ws in HELD_OUT.values() for w in ws)
 HALVES = ("seen", "unseen")  # the two halves of the test split, named in the clip ids
+# the parts of the listening corpus's test and eval splits (speechlm.shard.corpus, .nonspeech)
+PARTS = ("seen", "unseen", "random", "nonspeech")
 
 
-def half_of(clip_id: str) -> str | None:
-    """"seen" or "unseen" for a test clip of this corpus (from its id), None for other clips."""
-    for h in HALVES:
-        if f"test-{h}-" in clip_id:
+def half_of(clip_id: str, split: str = "test") -> str | None:
+    """The part of a test (or eval) clip of the built-in corpora, from its id; None for other clips."""
+    for h in PARTS:
+        if f"{split}-{h}-" in clip_id:
             return h
     return None
 
@@ -118,6 +120,10 @@ def sentences(counts: dict[str, int], seed: int, unseen_test: int = 0) -> dict[s
 
 def rows(cfg, split: str) -> list[tuple[str, str, tuple]]:
     """(orig_id, text, audio spec) for one split of a synthetic source config."""
+    if cfg.corpus != "grammar":  # the listening corpus and the non-speech clips live in their own modules
+        from speechlm.shard import corpus, nonspeech
+
+        return (corpus if cfg.corpus == "listen" else nonspeech).rows(cfg, split)
     counts = {s: getattr(cfg, s) for s in ("train", "eval", "test")}
     texts = sentences(counts, cfg.seed, cfg.unseen_test)[split]
     rng = random.Random(f"{cfg.seed}-{split}-voices")
@@ -140,7 +146,11 @@ def check_espeak(voices: list[str], key: str) -> None:
 
 
 def synthesize(spec: tuple) -> np.ndarray:
-    """16 kHz mono float32 speech for (text, voice, words per minute, pitch)."""
+    """16 kHz mono float32 speech for (text, voice, words per minute, pitch), or a non-speech spec."""
+    if spec[0] == "nonspeech":
+        from speechlm.shard import nonspeech
+
+        return nonspeech.synthesize(spec)
     text, voice, speed, pitch = spec
     proc = subprocess.run(
         ["espeak-ng", "-v", voice, "-s", str(speed), "-p", str(pitch), "--stdout", text],
