@@ -24,22 +24,26 @@ from speechlm.shard import synthetic
 
 WORD_SOURCE = "faker.providers.lorem.en_US.Provider.word_list (faker, MIT licence)"
 # espeak-ng speaks each group the same (checked with `espeak-ng -x` over the whole list): a random
-# order gives no context to tell them apart, so only the first of each group is kept
-HOMOPHONES = {"by", "sell", "I", "here", "our", "no", "piece", "write", "see", "there", "too", "two",
-              "weight", "where", "four"}
+# order gives no context to tell them apart, so only the first of each group is drawn, and none
+# whose group holds a grammar word ("see", "to")
+HOMOPHONE_GROUPS = [("buy", "by"), ("cell", "sell"), ("eye", "I"), ("hear", "here"), ("hour", "our"),
+                    ("know", "no"), ("peace", "piece"), ("right", "write"), ("sea", "see"), ("their", "there"),
+                    ("to", "too", "two"), ("wait", "weight"), ("wear", "where"), ("for", "four")]
+HOMOPHONES = {w for g in HOMOPHONE_GROUPS for w in g[1:]}
 PARTS = ("seen", "unseen", "random")
 MIN_WORDS, MAX_WORDS = 2, 8  # words per random sequence
-# sentence shapes that never occur in training: part "seen" measures listening, not template recall
+# sentence shapes that never occur in training, over the grammar's words only: part "seen"
+# measures listening, not template recall
 TEST_TEMPLATES = [
     "Is the {n} in {P}?",
     "{N} is in {P} {t}.",
-    "The {n} and the {o} are {a}.",
-    "Where is the {a} {n}?",
+    "The {n} and the {o} went to {P}.",
+    "Is the {a} {n} near the {o}?",
     "{P} is {a}.",
-    "{N} has a {a} {n} and a {o}.",
-    "Was the {n} near {N}?",
+    "{N} {v} a {a} {n} and a {o}.",
+    "Is the {n} near {N}?",
     "{T} {N} {v} {M} in {P}.",
-    "Did the {a} {n} go to {P}?",
+    "Did the {a} {n} see {N}?",
     "{N}, {M} and {K} went to {P}.",
 ]
 
@@ -58,10 +62,14 @@ def vocabulary(extra: int, seed: int) -> list[str]:
     grammar = set(synthetic.VOCABULARY)
     lower = {w.lower() for w in grammar | synthetic.HELD_OUT_WORDS}
     pool = [w for w in word_list() if w not in HOMOPHONES and w.lower() not in lower]
-    if not 0 <= extra <= len(pool):
-        raise ConfigError(f"synthetic.vocabulary: must be between 0 and {len(pool)} (the word list's usable words), "
-                          f"got {extra}")
-    return sorted(grammar) + sorted(random.Random(f"{seed}-vocabulary").sample(pool, extra))
+    clash = {w for g in HOMOPHONE_GROUPS if grammar & set(g) for w in g} - grammar  # "sea" beside "see"
+    if not 0 <= extra <= len(pool) - len(clash):
+        raise ConfigError(f"synthetic.vocabulary: must be between 0 and {len(pool) - len(clash)} (the word list's "
+                          f"usable words), got {extra}")
+    rng = random.Random(f"{seed}-vocabulary")
+    drawn = [w for w in rng.sample(pool, extra) if w not in clash]
+    drawn += rng.sample([w for w in pool if w not in clash and w not in drawn], extra - len(drawn))
+    return sorted(grammar) + sorted(drawn)
 
 
 def random_sequence(rng: random.Random, words: list[str]) -> str:
