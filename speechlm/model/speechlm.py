@@ -186,11 +186,14 @@ class SpeechLM(nn.Module):
         rows = out.tolist()
         cut = stops[1].cut if len(stops) > 1 else [None] * len(rows)
         hit = stops[0].hit if stops else [False] * len(rows)
-        texts = [self.tokenizer.decode(row[:c] if c is not None else row, skip_special_tokens=True).strip()
-                 for row, c in zip(rows, cut)]
+        kept = [row[:c] if c is not None else row for row, c in zip(rows, cut)]
+        texts = [self.tokenizer.decode(row, skip_special_tokens=True).strip() for row in kept]
         if not details:
             return texts
-        return [{"text": t, "capped": hit, "loop": c is not None} for t, hit, c in zip(texts, hit, cut)]
+        ends = {eot, pad}
+        n_new = [next((i for i, tok in enumerate(row) if tok in ends), len(row)) for row in kept]
+        return [{"text": t, "tokens": n, "capped": h, "loop": c is not None}
+                for t, n, h, c in zip(texts, n_new, hit, cut)]
 
     # ------------------------------------------------------------------ optimizer and reporting
     def parameter_groups(self, tcfg: TrainingConfig) -> list[dict]:
