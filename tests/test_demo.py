@@ -21,8 +21,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _small_recipe(tmp: Path) -> Path:
-    recipe = yaml.safe_load((REPO / "shards" / "synthetic.yaml").read_text())
-    recipe["sources"][0]["synthetic"].update(train=32, eval=8, test=8, unseen_test=4)
+    """shards/demo.yaml scaled down: speech with all three test parts, and non-speech."""
+    recipe = yaml.safe_load((REPO / "shards" / "demo.yaml").read_text())
+    recipe["sources"][0]["synthetic"].update(train=32, eval=6, test=6, unseen_test=2, random_test=2)
+    recipe["sources"][1]["synthetic"].update(train=6, eval=2, test=2)
     recipe["output"]["shard_clips"] = 16
     path = tmp / "demo_small.yaml"
     path.write_text(yaml.safe_dump(recipe))
@@ -49,7 +51,8 @@ def short_demo(tmp_path_factory):
                      "model.audio_model_id=tiny/whisper", "model.text_model_id=tiny/llama3",
                      "model.projector_hidden_dim=64", "model.lora_rank=4", "model.lora_alpha=8",
                      "training.max_steps=6", "training.eval_steps=3", "training.save_steps=3",
-                     "training.warmup_steps=2", "model.max_new_tokens=8"])
+                     "training.warmup_steps=2", "training.ctc_warmup_steps=2", "training.eval_transcribe_clips=8",
+                     "model.max_new_tokens=8"])
     return tmp, out
 
 
@@ -62,8 +65,12 @@ def test_short_demo_writes_every_artefact(short_demo):
     latest = (run / "checkpoints" / "latest").read_text().strip()
     assert latest == "step-6" and ev.resolve_model_dir(run) == run / "checkpoints" / "step-6" / "model"
     assert out["result"]["clips"] == 8 and 0.0 <= out["wer"]
-    assert set(out["wer_by_half"]) == {"seen", "unseen"}  # the test split's two halves, scored apart
-    assert all(0.0 <= w for w in out["wer_by_half"].values())
+    # the test split's four parts, scored apart: WER for speech, the share said empty for non-speech
+    assert set(out["parts"]) == {"seen", "unseen", "random", "nonspeech"}
+    assert all(0.0 <= r["wer"] for p, r in out["parts"].items() if p != "nonspeech")
+    assert 0.0 <= out["parts"]["nonspeech"]["empty_share"] <= 1.0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "eval/wer/random" in r] == [3, 6]  # per-part WER at every evaluation
     for p in out["plots"]:
         assert Path(p).read_bytes()[:4] == b"\x89PNG" and Path(p).stat().st_size > 5000
 
