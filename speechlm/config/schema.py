@@ -124,8 +124,8 @@ class TrainingConfig:
     # the first N optimizer steps train the projector alone by CTC over the decoder's vocabulary
     # (speechlm.model.ctc): no decoder forward, a fraction of an LM step's cost
     ctc_warmup_steps: int = 0
-    # at every evaluation, also transcribe this many clips of each eval set and log WER per part of
-    # the built-in corpora (eval/wer/<part>, eval/empty_share/nonspeech; speechlm.listening)
+    # at every evaluation after the CTC warm start, also transcribe this many clips of each eval set
+    # and log WER per part of the built-in corpora (eval/wer/<part>, eval/empty_share/nonspeech)
     eval_transcribe_clips: int = 0
     grad_norm_spike: float = 100.0
 

@@ -321,7 +321,9 @@ class Trainer:
         loss = float(tot[0] / tot[1]) if tot[1] > 0 else float("nan")
         self.metrics.log(self.step, {"eval/loss": loss})
         self.metrics.line(f"eval step {self.step}: loss {loss:.4f} over {int(tot[1])} tokens")
-        if self.t.eval_transcribe_clips > 0:  # WER per part of the built-in corpora (speechlm.listening)
+        # WER per part of the built-in corpora (speechlm.listening); not while the CTC warm start
+        # runs: the adapters have not seen a transcript yet, so generation runs to its budget
+        if self.t.eval_transcribe_clips > 0 and self.step > self.t.ctc_warmup_steps:
             from speechlm.train.transcribe_eval import transcribe_eval
 
             scores, line = transcribe_eval(self.model, self.cfg)
