@@ -94,7 +94,10 @@ def main(argv=None) -> dict:
 
     print(f"== 4/5 transcribing the held-out '{args.eval_split}' clips", flush=True)
     t = time.perf_counter()
-    from speechlm.eval import evaluate, load_model
+    from speechlm.eval import (  # the model stack in this process only after training
+        evaluate,
+        load_model,
+    )
 
     model = load_model(str(run_dir))
     result = evaluate(model, str(shards), split=args.eval_split, batch_size=16)

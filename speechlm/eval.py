@@ -137,14 +137,14 @@ def local_model(model_dir: str) -> Path | None:
 
 
 def load_model(model_dir: str):
-    from speechlm.model import SpeechLM
+    from speechlm.model import from_pretrained
 
     p = local_model(model_dir)
     if p is None:
         from huggingface_hub import snapshot_download
 
         p = Path(snapshot_download(model_dir))
-    return SpeechLM.from_pretrained(resolve_model_dir(p))
+    return from_pretrained(resolve_model_dir(p))
 
 
 def resolve_model_dir(p: Path) -> Path:

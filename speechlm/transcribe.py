@@ -41,7 +41,7 @@ def main(argv=None):
     ap.add_argument("audio", nargs="+")
     ap.add_argument("--batch-size", type=int, default=8)
     args = ap.parse_args(argv)
-    from speechlm.eval import load_model
+    from speechlm.eval import load_model  # the model stack (torch, transformers) once the arguments parse
 
     missing = [p for p in args.audio if not Path(p).is_file()]
     if missing:  # before the model loads

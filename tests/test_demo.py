@@ -15,7 +15,8 @@ import pytest
 import soundfile as sf
 import yaml
 
-from speechlm import audio, demo, eval as ev, transcribe
+from speechlm import audio, demo, transcribe
+from speechlm import eval as ev
 
 REPO = Path(__file__).resolve().parent.parent
 

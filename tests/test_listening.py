@@ -4,7 +4,6 @@ flags and ZeRO-2 (the `tiny` recipe) on a small build of the demo's own corpus r
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,8 +118,9 @@ def _lora(model) -> dict[str, torch.Tensor]:
 
 
 def test_ctc_warm_start_trains_the_projector_alone_then_the_lm_loss_takes_over(warm_run):
-    from speechlm.model import SpeechLM, build_model
     from transformers import set_seed
+
+    from speechlm.model import build_model, from_pretrained
 
     t = warm_run
     assert t.cfg.deepspeed.zero_stage == 2 and t.cfg.training.bf16 and t.cfg.model.model_dtype == "bfloat16"
@@ -129,8 +129,8 @@ def test_ctc_warm_start_trains_the_projector_alone_then_the_lm_loss_takes_over(w
     assert sorted(loss) == [1, 2, 3, 4, 5, 6] and all(np.isfinite(list(loss.values())))
     set_seed(t.cfg.training.seed)
     fresh = build_model(t.cfg)
-    at3 = SpeechLM.from_pretrained(t.run_dir / "checkpoints" / "step-3" / "model")
-    at6 = SpeechLM.from_pretrained(t.run_dir / "checkpoints" / "step-6" / "model")
+    at3 = from_pretrained(t.run_dir / "checkpoints" / "step-3" / "model")
+    at6 = from_pretrained(t.run_dir / "checkpoints" / "step-6" / "model")
     # CTC steps: the projector moved, the adapters (B starts at zero) did not; then the LM loss moves them
     assert any(not torch.equal(a.float(), b.float()) for a, b in zip(fresh.projector.parameters(), at3.projector.parameters()))
     assert all(torch.count_nonzero(v) == 0 for v in _lora(at3).values())

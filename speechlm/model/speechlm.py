@@ -1,4 +1,8 @@
-"""SpeechLM: frozen audio encoder (any family in speechlm.model.encoders) -> projector -> (LoRA) causal LM decoder."""
+"""SpeechLM: frozen audio encoder (any family in speechlm.model.encoders) -> projector -> (LoRA) causal LM decoder.
+
+The modelling layer: this module imports torch, numpy, transformers (through speechlm.text) and its
+siblings only. Loading, building and saving live in the builders (build.py, parts.py, io.py).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -11,10 +15,10 @@ from torch import nn
 from transformers import StoppingCriteriaList
 
 from speechlm import text
-from speechlm.config import ConfigError, ModelConfig, TrainingConfig
-from speechlm.model import generation
-from speechlm.model.loss import token_cross_entropy
-from speechlm.model.projector import Projector, pooled_length
+
+from . import generation
+from .loss import ChunkedCrossEntropy, TokenLoss
+from .projector import Projector, pooled_length
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +30,8 @@ class Output:
 
 
 class SpeechLM(nn.Module):
-    def __init__(self, cfg: ModelConfig, encoder, projector: Projector, decoder, tokenizer,
-                 family, trainable: dict, bf16: bool = True):
+    def __init__(self, cfg, encoder, projector: Projector, decoder, tokenizer,
+                 family, trainable: dict, bf16: bool = True, loss: TokenLoss | None = None):
         super().__init__()
         self.cfg = cfg
         self.encoder = encoder
@@ -38,6 +42,7 @@ class SpeechLM(nn.Module):
         self.trainable = dict(trainable)  # part -> bool: encoder, projector, decoder, embed_tokens, lora
         self.audio_token_id = text.audio_token_id(tokenizer, cfg.audio_token)
         self.bf16 = bf16
+        self.loss = loss or ChunkedCrossEntropy()  # training.loss: per-token losses over label positions
         self.calibration: dict | None = None
         self.train(False)
 
@@ -125,14 +130,13 @@ class SpeechLM(nn.Module):
     def forward(self, input_features, feature_mask, input_ids, attention_mask, labels, weight=None,
                 objective: str = "lm", **_) -> Output:
         if objective == "ctc":  # the projector warm start: no decoder forward (speechlm.model.ctc)
-            from speechlm.model.ctc import ctc_loss
+            from .ctc import ctc_loss  # training only: it may gather ZeRO-3 weights with deepspeed
 
             loss, num = ctc_loss(self, input_features, feature_mask, labels, weight)
             return Output(loss=loss, num_tokens=num)
         hidden, targets, rows = self.label_hidden(input_features, feature_mask, input_ids, attention_mask, labels)
-        # the [N, vocab] logits never exist at once: chunked torch, or Liger's fused kernel on CUDA
         with self._autocast(input_ids.device):
-            ce = token_cross_entropy(self._base_lm().get_output_embeddings(), hidden, targets)
+            ce = self.loss(self._base_lm().get_output_embeddings(), hidden, targets)
         if weight is None:
             weight = torch.ones(labels.shape[0], device=ce.device)
         w = weight.to(ce.device, torch.float32)[rows]
@@ -196,7 +200,7 @@ class SpeechLM(nn.Module):
                 for t, n, h, c in zip(texts, n_new, hit, cut)]
 
     # ------------------------------------------------------------------ optimizer and reporting
-    def parameter_groups(self, tcfg: TrainingConfig) -> list[dict]:
+    def parameter_groups(self, tcfg) -> list[dict]:
         """AdamW groups; no weight decay for biases, norms and embeddings."""
         specs = {
             "projector": (tcfg.learning_rate, tcfg.projector_weight_decay),
@@ -216,7 +220,7 @@ class SpeechLM(nn.Module):
             lr, wd = specs[part]
             groups.append({"name": key, "params": params, "lr": lr, "weight_decay": 0.0 if key != part else wd})
         if not groups:
-            raise ConfigError("nothing to train: every part is frozen (check training.freeze_* and use_lora)")
+            raise ValueError("nothing to train: every part is frozen (check training.freeze_* and use_lora)")
         return groups
 
     def parameter_counts(self) -> dict[str, tuple[int, int]]:
@@ -239,18 +243,6 @@ class SpeechLM(nn.Module):
         lora = [p for n, p in self.named_parameters() if "lora_" in n]
         out["lora"] = str(lora[0].dtype).removeprefix("torch.") if lora else "-"
         return out
-
-    # save / load live in io.py (ZeRO-3 aware)
-    def save_pretrained(self, path):
-        from speechlm.model.io import save_pretrained
-
-        save_pretrained(self, path)
-
-    @classmethod
-    def from_pretrained(cls, path, device=None, trust_remote_code: bool = False):
-        from speechlm.model.io import from_pretrained
-
-        return from_pretrained(path, device=device, trust_remote_code=trust_remote_code)
 
 
 def format_table(counts: dict, dtypes: dict | None = None) -> str:

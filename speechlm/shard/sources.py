@@ -17,7 +17,7 @@ import numpy as np
 
 from speechlm import audio
 from speechlm.config import ConfigError
-from speechlm.shard import hfstream, synthetic
+from speechlm.shard import builtin, hfstream
 from speechlm.shard.schema import SPLITS, Source
 
 
@@ -43,7 +43,7 @@ def list_units(src: Source, split: str, key: str) -> list[dict]:
     """The split's units in a fixed order: {"label", "rows": [(oid, text, ref, fields)]}, plus
     "file" and "groups" (rows per parquet row group) for a streamed hf unit."""
     if src.kind == "synthetic":
-        return [{"label": "synthetic", "rows": [(o, t, r, {}) for o, t, r in synthetic.rows(src.synthetic, split)]}]
+        return [{"label": "synthetic", "rows": [(o, t, r, {}) for o, t, r in builtin.rows(src.synthetic, split)]}]
     key = f"{key}.splits.{split}"
     if streams(src):
         return _hf_stream_units(src, split, key)
@@ -54,7 +54,7 @@ def list_units(src: Source, split: str, key: str) -> list[dict]:
 def fetch(src: Source, ref) -> np.ndarray:
     """16 kHz mono float32 audio for a row (not a streamed one); AudioError when it cannot be had."""
     if src.kind == "synthetic":
-        return synthetic.synthesize(ref)
+        return builtin.synthesize(ref)
     if src.kind == "hf":
         ds_split, idx = ref
         return hfstream.decode_cell(_open_hf_audio(src, ds_split)[idx][src.audio_column])

@@ -119,11 +119,7 @@ def sentences(counts: dict[str, int], seed: int, unseen_test: int = 0) -> dict[s
 
 
 def rows(cfg, split: str) -> list[tuple[str, str, tuple]]:
-    """(orig_id, text, audio spec) for one split of a synthetic source config."""
-    if cfg.corpus != "grammar":  # the listening corpus and the non-speech clips live in their own modules
-        from speechlm.shard import corpus, nonspeech
-
-        return (corpus if cfg.corpus == "listen" else nonspeech).rows(cfg, split)
+    """(orig_id, text, audio spec) for one split of a synthetic source config with corpus: grammar."""
     counts = {s: getattr(cfg, s) for s in ("train", "eval", "test")}
     texts = sentences(counts, cfg.seed, cfg.unseen_test)[split]
     rng = random.Random(f"{cfg.seed}-{split}-voices")
@@ -146,11 +142,7 @@ def check_espeak(voices: list[str], key: str) -> None:
 
 
 def synthesize(spec: tuple) -> np.ndarray:
-    """16 kHz mono float32 speech for (text, voice, words per minute, pitch), or a non-speech spec."""
-    if spec[0] == "nonspeech":
-        from speechlm.shard import nonspeech
-
-        return nonspeech.synthesize(spec)
+    """16 kHz mono float32 speech for (text, voice, words per minute, pitch)."""
     text, voice, speed, pitch = spec
     proc = subprocess.run(
         ["espeak-ng", "-v", voice, "-s", str(speed), "-p", str(pitch), "--stdout", text],

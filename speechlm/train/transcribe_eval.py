@@ -7,7 +7,7 @@ eval set.
 from __future__ import annotations
 
 from speechlm import eval as ev
-from speechlm import listening
+from speechlm import listening, wer
 
 
 def transcribe_eval(model, cfg) -> tuple[dict[str, float], str]:
@@ -24,8 +24,6 @@ def transcribe_eval(model, cfg) -> tuple[dict[str, float], str]:
     parts = listening.score_parts(rows, split)
     scores = listening.metrics(parts)
     if not parts:  # not the built-in corpora: one WER over everything
-        from speechlm import wer
-
         scores["eval/wer"] = wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])["wer"]
     scores.update({"eval/capped": capped, "eval/loops_truncated": loops})
     line = ", ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in scores.items())
