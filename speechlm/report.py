@@ -22,8 +22,8 @@ PANELS = {
     "loss": ("Loss", lambda k: k in ("train/loss", "eval/loss"), False),
     # training.eval_transcribe_clips: WER per part of the held-out split, and the share of
     # non-speech transcribed as empty (speechlm.listening), beside the loss
-    "listening": ("Held-out WER per part; non-speech said empty", lambda k: k.startswith(("eval/wer", "eval/empty_share")),
-                  False),
+    "listening": ("Held-out WER per part; non-speech said empty",
+                  lambda k: k.startswith(("eval/wer", "eval/empty_share")), False),
     "learning_rate": ("Learning rate", lambda k: k.startswith("train/learning_rate"), False),
     "grad_norm": ("Gradient norm (before clipping)", lambda k: k == "train/grad_norm", True),
     "throughput": ("Throughput", lambda k: k.startswith("perf/") and k.endswith("_per_s"), True),
@@ -33,7 +33,7 @@ PANELS = {
 def read_metrics(path: Path) -> dict[str, tuple[list[int], list[float]]]:
     """Series by metric name: (steps, values). Non-numeric and non-finite values are left out."""
     series: dict[str, tuple[list[int], list[float]]] = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for line in path.read_text().splitlines():
         if not line.strip():
             continue
         try:

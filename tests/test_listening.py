@@ -132,7 +132,8 @@ def test_ctc_warm_start_trains_the_projector_alone_then_the_lm_loss_takes_over(w
     at3 = from_pretrained(t.run_dir / "checkpoints" / "step-3" / "model")
     at6 = from_pretrained(t.run_dir / "checkpoints" / "step-6" / "model")
     # CTC steps: the projector moved, the adapters (B starts at zero) did not; then the LM loss moves them
-    assert any(not torch.equal(a.float(), b.float()) for a, b in zip(fresh.projector.parameters(), at3.projector.parameters()))
+    pairs = zip(fresh.projector.parameters(), at3.projector.parameters())
+    assert any(not torch.equal(a.float(), b.float()) for a, b in pairs)
     assert all(torch.count_nonzero(v) == 0 for v in _lora(at3).values())
     assert any(torch.count_nonzero(v) > 0 for v in _lora(at6).values())
     evals = [r for r in rows if "eval/wer/random" in r]
