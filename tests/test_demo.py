@@ -20,8 +20,9 @@ from speechlm import eval as ev
 
 REPO = Path(__file__).resolve().parent.parent
 # the slow test's bounds: a margin above the measured run (docs/benchmarks.md, "The demo learns to listen")
-MAX_WER = {"seen": 2.0, "unseen": 2.0, "random": 2.0}
-MIN_EMPTY_SHARE = 0.0
+# (step 126 of the measured run, stopped early: seen 64%, unseen 63%, random 109%, non-speech 50% empty)
+MAX_WER = {"seen": 0.80, "unseen": 0.80, "random": 1.25}
+MIN_EMPTY_SHARE = 0.30
 
 
 def _small_recipe(tmp: Path) -> Path:
