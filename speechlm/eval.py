@@ -145,12 +145,16 @@ def evaluate(model, spec: str, n: int | None = None, batch_size: int = 8, split:
             waves.append(wave if corrupt is None else corrupt(wave, 0, str(cid)))
             keep.append((cid, ref))
         if waves:
-            for (cid, ref), hyp in zip(keep, model.transcribe(waves)):
-                rows.append({"id": cid, "reference": ref, "hypothesis": hyp})
+            for (cid, ref), out in zip(keep, model.transcribe(waves, details=True)):
+                rows.append({"id": cid, "reference": ref, "hypothesis": out["text"],
+                             "capped": out["capped"], "loop": out["loop"]})
     if not rows:
         raise ConfigError(f"dataset '{spec}' gave no clips to evaluate")
     result = {"dataset": name, **wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])}
     result["skipped"] = skipped + getattr(clips, "skipped", 0)
+    # how often generation was stopped by the clip's token budget or by the loop rule, not by end-of-turn
+    result["capped"] = sum(r["capped"] for r in rows)
+    result["loops_truncated"] = sum(r["loop"] for r in rows)
     result["seconds"] = round(time.perf_counter() - t0, 2)
     for r in rows:
         r["errors"] = wer.clip_errors(r["reference"], r["hypothesis"])

@@ -77,11 +77,16 @@ def end_of_turn_id(tok: PreTrainedTokenizerBase) -> int:
     return tid
 
 
-def prompt_ids(tok: PreTrainedTokenizerBase, n_audio: int, prompt: str, audio_token: str = "<audio>") -> list[int]:
-    """Token ids of the user turn (n audio placeholders, newline, prompt) plus the generation prompt."""
+def prompt_ids(tok: PreTrainedTokenizerBase, n_audio: int, prompt: str, audio_token: str = "<audio>",
+               system: str | None = None) -> list[int]:
+    """Token ids of the user turn (n audio placeholders, newline, prompt) plus the generation prompt.
+
+    `system`: None lets the template add its default system turn (SmolLM2's is 16 tokens, on every
+    clip); a string, "" included, is rendered as an explicit system turn instead."""
     user = {"role": "user", "content": audio_token * n_audio + "\n" + prompt}
+    conv = [user] if system is None else [{"role": "system", "content": system}, user]
     enc = tok.apply_chat_template(
-        [user], add_generation_prompt=True, tokenize=True, enable_thinking=False, return_dict=True
+        conv, add_generation_prompt=True, tokenize=True, enable_thinking=False, return_dict=True
     )
     ids = list(enc["input_ids"])
     got = ids.count(audio_token_id(tok, audio_token))

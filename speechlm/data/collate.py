@@ -18,9 +18,11 @@ IGNORE = -100
 
 
 class Collator:
-    def __init__(self, tokenizer, *, prompt: str, audio_token: str, family, pool_stride: int):
+    def __init__(self, tokenizer, *, prompt: str, audio_token: str, family, pool_stride: int,
+                 system_prompt: str | None = None):
         self.tokenizer = tokenizer
         self.prompt = prompt
+        self.system_prompt = system_prompt
         self.audio_token = audio_token
         self.family = family
         self.pool_stride = int(pool_stride)
@@ -41,12 +43,13 @@ class Collator:
 
             family = family_for(m.audio_model_id, m.trust_remote_code)
         return cls(tokenizer, prompt=m.prompt, audio_token=m.audio_token, family=family,
-                   pool_stride=m.projector_pool_stride)
+                   pool_stride=m.projector_pool_stride, system_prompt=m.system_prompt)
 
     def prompt_ids(self, n_audio: int) -> list[int]:
         ids = self._prompts.get(n_audio)
         if ids is None:
-            ids = self._prompts[n_audio] = text.prompt_ids(self.tokenizer, n_audio, self.prompt, self.audio_token)
+            ids = self._prompts[n_audio] = text.prompt_ids(self.tokenizer, n_audio, self.prompt, self.audio_token,
+                                                                   self.system_prompt)
         return ids
 
     @property

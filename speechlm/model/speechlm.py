@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
+from transformers import StoppingCriteriaList
 
 from speechlm import text
 
+from . import generation
 from .loss import ChunkedCrossEntropy, TokenLoss
 from .projector import Projector, pooled_length
 
@@ -125,7 +127,13 @@ class SpeechLM(nn.Module):
             logits = self._base_lm().get_output_embeddings()(hidden)
         return logits, targets, rows
 
-    def forward(self, input_features, feature_mask, input_ids, attention_mask, labels, weight=None, **_) -> Output:
+    def forward(self, input_features, feature_mask, input_ids, attention_mask, labels, weight=None,
+                objective: str = "lm", **_) -> Output:
+        if objective == "ctc":  # the projector warm start: no decoder forward (speechlm.model.ctc)
+            from .ctc import ctc_loss  # training only: it may gather ZeRO-3 weights with deepspeed
+
+            loss, num = ctc_loss(self, input_features, feature_mask, labels, weight)
+            return Output(loss=loss, num_tokens=num)
         hidden, targets, rows = self.label_hidden(input_features, feature_mask, input_ids, attention_mask, labels)
         with self._autocast(input_ids.device):
             ce = self.loss(self._base_lm().get_output_embeddings(), hidden, targets)
@@ -139,12 +147,23 @@ class SpeechLM(nn.Module):
 
     # ------------------------------------------------------------------ inference
     @torch.no_grad()
-    def transcribe(self, waves: list[np.ndarray], max_new_tokens: int | None = None, num_beams: int = 1) -> list[str]:
+    def transcribe(self, waves: list[np.ndarray], max_new_tokens: int | None = None, num_beams: int = 1,
+                   details: bool = False) -> list:
+        """Texts for 16 kHz waves; with `details`, dicts that also say whether the token budget or
+        the loop rule stopped each clip (speechlm.model.generation)."""
         device = next(self.projector.parameters()).device
         feats, mask = self.features(waves)
         feats, mask = feats.to(device), mask.to(device)
         counts = self.audio_lengths(mask).tolist()
-        prompts = [text.prompt_ids(self.tokenizer, n, self.cfg.prompt, self.cfg.audio_token) for n in counts]
+        prompts = [text.prompt_ids(self.tokenizer, n, self.cfg.prompt, self.cfg.audio_token, self.cfg.system_prompt)
+                   for n in counts]
+        eot = text.end_of_turn_id(self.tokenizer)
+        budgets = generation.token_budget([len(w) / 16000 for w in waves], self.cfg.tokens_per_second,
+                                          self.cfg.new_tokens_margin, max_new_tokens or self.cfg.max_new_tokens)
+        # per-row rules see rows, so they run with greedy search; beams get the largest budget
+        stops = [generation.TokenBudget(budgets, eot)] if num_beams == 1 else []
+        if self.cfg.loop_max_ngram > 0 and num_beams == 1:
+            stops.append(generation.LoopStop(len(waves), self.cfg.loop_max_ngram, self.cfg.loop_min_repeats, eot))
         width = max(map(len, prompts))
         pad = self.tokenizer.pad_token_id
         # left padding so every row's generation starts right after its prompt
@@ -158,16 +177,27 @@ class SpeechLM(nn.Module):
                 out = self.decoder.generate(
                     inputs_embeds=embeds,
                     attention_mask=attn,
-                    max_new_tokens=max_new_tokens or self.cfg.max_new_tokens,
+                    max_new_tokens=max(budgets),
                     num_beams=num_beams,
                     do_sample=False,
-                    eos_token_id=text.end_of_turn_id(self.tokenizer),
+                    eos_token_id=eot,
                     pad_token_id=pad,
+                    stopping_criteria=StoppingCriteriaList(stops),
                 )
         finally:
             self.train(was_training)
         # with inputs_embeds only, generate returns just the new tokens
-        return [self.tokenizer.decode(row, skip_special_tokens=True).strip() for row in out]
+        rows = out.tolist()
+        cut = stops[1].cut if len(stops) > 1 else [None] * len(rows)
+        hit = stops[0].hit if stops else [False] * len(rows)
+        kept = [row[:c] if c is not None else row for row, c in zip(rows, cut)]
+        texts = [self.tokenizer.decode(row, skip_special_tokens=True).strip() for row in kept]
+        if not details:
+            return texts
+        ends = {eot, pad}
+        n_new = [next((i for i, tok in enumerate(row) if tok in ends), len(row)) for row in kept]
+        return [{"text": t, "tokens": n, "capped": h, "loop": c is not None}
+                for t, n, h, c in zip(texts, n_new, hit, cut)]
 
     # ------------------------------------------------------------------ optimizer and reporting
     def parameter_groups(self, tcfg) -> list[dict]:

@@ -12,6 +12,7 @@ import random
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -35,6 +36,13 @@ class SyntheticConfig:
     speeds: list[int] = field(default_factory=lambda: [140, 160, 180])  # words per minute
     pitches: list[int] = field(default_factory=lambda: [35, 50, 65])
     seed: int = 0
+    # grammar: the sentences above; listen: random word orders and sentences, test split in parts
+    # (speechlm.shard.corpus); nonspeech: silence, noise, tones and clicks with empty labels
+    # (speechlm.shard.nonspeech; the source needs keep_empty: true)
+    corpus: Literal["grammar", "listen", "nonspeech"] = "grammar"
+    vocabulary: int = 0  # listen: words from faker's English list added to the grammar's 52
+    random_share: float = 0.5  # listen: share of training clips that are random word orders
+    random_test: int = 0  # listen: test clips that are random word orders (eval gets its share)
 
 
 
@@ -77,12 +85,14 @@ _FIXED = {"the", "a", "and", "went", "to", "is", "in", "did", "see", "near"}
 VOCABULARY = sorted(set(NAMES + PLACES + NOUNS + ADJECTIVES + VERBS + TIMES) | _FIXED)
 HELD_OUT_WORDS = frozenset(w for ws in HELD_OUT.values() for w in ws)
 HALVES = ("seen", "unseen")  # the two halves of the test split, named in the clip ids
+# the parts of the listening corpus's test and eval splits (speechlm.shard.corpus, .nonspeech)
+PARTS = ("seen", "unseen", "random", "nonspeech")
 
 
-def half_of(clip_id: str) -> str | None:
-    """"seen" or "unseen" for a test clip of this corpus (from its id), None for other clips."""
-    for h in HALVES:
-        if f"test-{h}-" in clip_id:
+def half_of(clip_id: str, split: str = "test") -> str | None:
+    """The part of a test (or eval) clip of the built-in corpora, from its id; None for other clips."""
+    for h in PARTS:
+        if f"{split}-{h}-" in clip_id:
             return h
     return None
 
@@ -138,7 +148,7 @@ def sentences(counts: dict[str, int], seed: int, unseen_test: int = 0) -> dict[s
 
 
 def rows(cfg, split: str) -> list[tuple[str, str, tuple]]:
-    """(orig_id, text, audio spec) for one split of a synthetic source config."""
+    """(orig_id, text, audio spec) for one split of a synthetic source config with corpus: grammar."""
     counts = {s: getattr(cfg, s) for s in ("train", "eval", "test")}
     texts = sentences(counts, cfg.seed, cfg.unseen_test)[split]
     rng = random.Random(f"{cfg.seed}-{split}-voices")

@@ -209,7 +209,9 @@ class Trainer:
                 ids.extend(real)
                 self.ledger.write(json.dumps({"step": self.step, "micro": micro, "epoch": self.train_loader.epoch,
                                               "ids": real}) + "\n")
-                out = self.engine(**_to_device(batch, self.device))
+                # the first ctc_warmup_steps teach the projector alone, by CTC (speechlm.model.ctc)
+                objective = "ctc" if self.step < t.ctc_warmup_steps else "lm"
+                out = self.engine(**_to_device(batch, self.device), objective=objective)
                 loss = out.loss
                 self.engine.backward(loss)
                 self.engine.step()
@@ -315,6 +317,14 @@ class Trainer:
         loss = float(tot[0] / tot[1]) if tot[1] > 0 else float("nan")
         self.metrics.log(self.step, {"eval/loss": loss})
         self.metrics.line(f"eval step {self.step}: loss {loss:.4f} over {int(tot[1])} tokens")
+        # WER per part of the built-in corpora (speechlm.listening); not while the CTC warm start
+        # runs: the adapters have not seen a transcript yet, so generation runs to its budget
+        if self.t.eval_transcribe_clips > 0 and self.step > self.t.ctc_warmup_steps:
+            from speechlm.train.transcribe_eval import transcribe_eval  # generation, only when asked for
+
+            scores, line = transcribe_eval(self.model, self.cfg)
+            self.metrics.log(self.step, scores)
+            self.metrics.line(f"eval step {self.step}: {line}")
         return loss
 
     def save(self) -> bool:

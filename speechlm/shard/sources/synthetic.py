@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from speechlm.config import ConfigError
-from speechlm.shard import synthetic
+from speechlm.shard import builtin, synthetic
 from speechlm.shard.sources.base import SPLITS, SourceType, register
 
 
@@ -17,6 +17,14 @@ class Synthetic(SourceType):
         if not 0 <= s.unseen_test <= s.test:
             raise ConfigError(f"{key}.synthetic.unseen_test: must be between 0 and {key}.synthetic.test "
                               f"({s.test}), got {s.unseen_test}")
+        if s.corpus == "listen":
+            if not 0 <= s.random_share <= 1:
+                raise ConfigError(f"{key}.synthetic.random_share: must be between 0 and 1, got {s.random_share}")
+            if s.random_test < 0 or s.random_test + s.unseen_test > s.test:
+                raise ConfigError(f"{key}.synthetic.random_test: random_test + unseen_test must be at most "
+                                  f"test ({s.test}), got {s.random_test} + {s.unseen_test}")
+        if s.corpus == "nonspeech" and not src.keep_empty:
+            raise ConfigError(f"{key}.keep_empty: a nonspeech corpus has empty labels and needs keep_empty: true")
         if src.stream is not None:
             raise ConfigError(f"{key}.stream: only an hf source streams (kind is '{self.kind}')")
         if src.filters:
@@ -29,10 +37,10 @@ class Synthetic(SourceType):
         return [s for s in SPLITS if getattr(src.synthetic, s) > 0]
 
     def list_units(self, src, split: str, key: str) -> list[dict]:
-        return [{"label": "synthetic", "rows": [(o, t, r, {}) for o, t, r in synthetic.rows(src.synthetic, split)]}]
+        return [{"label": "synthetic", "rows": [(o, t, r, {}) for o, t, r in builtin.rows(src.synthetic, split)]}]
 
     def fetch(self, src, ref) -> np.ndarray:
-        return synthetic.synthesize(ref)
+        return builtin.synthesize(ref)
 
     def estimate_bytes(self, src: dict) -> int | None:
         return 0  # made on this machine: nothing to download

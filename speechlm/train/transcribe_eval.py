@@ -1,0 +1,30 @@
+"""Transcription at every evaluation: WER per part of the eval split, beside the eval loss.
+
+Every rank transcribes the same clips, so that under ZeRO-3 all ranks run the same modules
+(pitfall 2); rank 0 logs. Costs one generate pass over `training.eval_transcribe_clips` clips per
+eval set.
+"""
+from __future__ import annotations
+
+from speechlm import eval as ev
+from speechlm import listening, wer
+
+
+def transcribe_eval(model, cfg) -> tuple[dict[str, float], str]:
+    """(metrics, one summary line) for the eval sets of cfg.data.eval."""
+    rows, capped, loops = [], 0, 0
+    split = "eval"
+    for ds in cfg.data.eval:
+        split = ds.split
+        res = ev.evaluate(model, ds.path, cfg.training.eval_transcribe_clips,
+                          cfg.training.per_device_eval_batch_size, ds.split)
+        rows += res["rows"]
+        capped += res["capped"]
+        loops += res["loops_truncated"]
+    parts = listening.score_parts(rows, split)
+    scores = listening.metrics(parts)
+    if not parts:  # not the built-in corpora: one WER over everything
+        scores["eval/wer"] = wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])["wer"]
+    scores.update({"eval/capped": capped, "eval/loops_truncated": loops})
+    line = ", ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in scores.items())
+    return scores, line
