@@ -22,6 +22,7 @@ import webdataset as wds
 
 from speechlm import audio, wer
 from speechlm.config import REPO_ROOT, ConfigError, cli_errors
+from speechlm.transcribe import MAX_SECONDS, load_clip, transcribe_waves
 
 
 def _shard_clips(root: Path, split: str | None) -> Iterator[tuple[str, object, str]]:
@@ -72,48 +73,52 @@ def dataset_clips(spec: str, split: str | None = None) -> tuple[str, Iterator]:
     return out.name, _shard_clips(out, split or "test")
 
 
-def _batches(it, n: int | None, size: int):
-    batch = []
+def _chunks(it, n: int | None, size: int):
+    chunk = []
     for k, item in enumerate(it):
         if n is not None and k >= n:
             break
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
-def evaluate(model, spec: str, n: int | None = None, batch_size: int = 8, split: str | None = None) -> dict:
+CHUNK_CLIPS = 512  # clips decoded and sorted by length at a time: bounded memory, little padding
+
+
+def evaluate(model, spec: str, n: int | None = None, batch_size: int = 16, split: str | None = None,
+             max_seconds: float | None = MAX_SECONDS, window: float | None = None, strategy: str = "pause") -> dict:
+    """Corpus WER of `model` on a dataset. Clips are decoded CHUNK_CLIPS at a time, sorted by length and
+    batched (`transcribe_waves`); clips longer than the model's window are cut into windows; a clip
+    that can't be decoded or is over `max_seconds` is skipped, logged and counted."""
     name, clips = dataset_clips(spec, split)
-    rows, skipped = [], 0
-    limit = model.family.max_seconds  # e.g. Whisper's 30 s: longer clips are skipped and counted
+    rows, skipped, audio_seconds = [], 0, 0.0
     t0 = time.perf_counter()
-    for batch in _batches(clips, n, batch_size):
+    for chunk in _chunks(clips, n, CHUNK_CLIPS):
         waves, keep = [], []
-        for cid, src, ref in batch:
+        for cid, src, ref in chunk:
             try:
-                wave = audio.load(src)
-            except audio.AudioError as e:
+                wave = load_clip(src, cid, max_seconds)
+            except ConfigError as e:
                 skipped += 1
-                print(f"skip {cid}: {e}", file=sys.stderr)
-                continue
-            if limit and len(wave) > limit * audio.SAMPLE_RATE:
-                skipped += 1
-                print(f"skip {cid}: {len(wave) / audio.SAMPLE_RATE:.1f} s is longer than the {model.family.name} "
-                      f"encoder's {limit:g} s limit", file=sys.stderr)
+                print(f"skip {e}", file=sys.stderr)
                 continue
             waves.append(wave)
             keep.append((cid, ref))
+            audio_seconds += len(wave) / audio.SAMPLE_RATE
         if waves:
-            for (cid, ref), hyp in zip(keep, model.transcribe(waves)):
+            for (cid, ref), hyp in zip(keep, transcribe_waves(model, waves, batch_size, window, strategy)):
                 rows.append({"id": cid, "reference": ref, "hypothesis": hyp})
     if not rows:
         raise ConfigError(f"dataset '{spec}' gave no clips to evaluate")
     result = {"dataset": name, **wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])}
     result["skipped"] = skipped
     result["seconds"] = round(time.perf_counter() - t0, 2)
+    result["audio_seconds"] = round(audio_seconds, 2)
+    result["rtfx"] = round(audio_seconds / max(result["seconds"], 1e-9), 2)  # audio seconds per wall second
     for r in rows:
         r["errors"] = wer.clip_errors(r["reference"], r["hypothesis"])
     result["worst"] = sorted(rows, key=lambda r: -r["errors"])[:5]
@@ -156,10 +161,10 @@ def resolve_model_dir(p: Path) -> Path:
 
 
 def print_table(results: list[dict]) -> None:
-    print(f"{'dataset':<24}{'clips':>7}{'WER %':>8}{'orth %':>8}{'sub':>6}{'del':>6}{'ins':>6}")
+    print(f"{'dataset':<24}{'clips':>7}{'WER %':>8}{'orth %':>8}{'sub':>6}{'del':>6}{'ins':>6}{'RTFx':>8}")
     for r in results:
         print(f"{r['dataset']:<24}{r['clips']:>7}{100 * r['wer']:>8.2f}{100 * r['orthographic_wer']:>8.2f}"
-              f"{r['substitutions']:>6}{r['deletions']:>6}{r['insertions']:>6}")
+              f"{r['substitutions']:>6}{r['deletions']:>6}{r['insertions']:>6}{r['rtfx']:>8.1f}")
     for r in results:
         print(f"\nworst in {r['dataset']}:")
         for w in r["worst"]:
@@ -173,7 +178,10 @@ def main(argv=None):
     ap.add_argument("-d", "--dataset", action="append", required=True)
     ap.add_argument("-n", type=int, default=None, help="clips per dataset (default: all)")
     ap.add_argument("--split", default=None, help="shard split (default: test, else eval)")
-    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--max-seconds", type=float, default=MAX_SECONDS, help="longer clips are skipped (0: no limit)")
+    ap.add_argument("--window-seconds", type=float, default=None, help="long clips are cut into windows of this")
+    ap.add_argument("--long-form", choices=("pause", "overlap"), default="pause")
     ap.add_argument("--out", default=None, help="folder for hypotheses JSONL (default: beside the model)")
     ap.add_argument("--json", action="store_true", help="print results as JSON")
     args = ap.parse_args(argv)
@@ -184,7 +192,8 @@ def main(argv=None):
         dataset_clips(d, args.split)
     torch.manual_seed(0)
     model = load_model(args.model)
-    results = [evaluate(model, d, args.n, args.batch_size, args.split) for d in args.dataset]
+    results = [evaluate(model, d, args.n, args.batch_size, args.split, args.max_seconds, args.window_seconds,
+                        args.long_form) for d in args.dataset]
     out = Path(args.out) if args.out else (Path(args.model) / "eval" if Path(args.model).is_dir() else Path("eval"))
     out.mkdir(parents=True, exist_ok=True)
     for r in results:
