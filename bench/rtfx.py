@@ -78,7 +78,6 @@ def main(argv=None):
 
     texts, wall, cpu = timed(old_eval_loop)
     row("speechlm eval before (batch 8, dataset order)", 8, texts, wall, cpu)
-    del model
 
     from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
