@@ -22,7 +22,7 @@ import webdataset as wds
 
 from speechlm import audio, wer
 from speechlm.config import REPO_ROOT, ConfigError, cli_errors
-from speechlm.transcribe import MAX_SECONDS, load_clip, transcribe_waves
+from speechlm.transcribe import MAX_SECONDS, check_long_form_args, load_clip, transcribe_waves
 
 
 def _shard_clips(root: Path, split: str | None) -> Iterator[tuple[str, object, str]]:
@@ -187,6 +187,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.n is not None and args.n <= 0:
         raise ConfigError(f"-n must be positive, got {args.n}")
+    check_long_form_args(args)
     local_model(args.model)  # validate first, in argument order: a wrong path fails before anything loads
     for d in args.dataset:
         dataset_clips(d, args.split)

@@ -23,6 +23,14 @@ MAX_SECONDS = 4 * 3600.0  # the longest input accepted by default: a long meetin
 WINDOW_SECONDS = 20.0  # training clips are capped at 19-20 s (docs/design.md): windows stay in that range
 
 
+def check_long_form_args(args) -> None:
+    """The long-form flags, checked before anything loads."""
+    if args.max_seconds < 0:
+        raise ConfigError(f"--max-seconds must be >= 0 (0: no limit), got {args.max_seconds:g}")
+    if args.window_seconds is not None and args.window_seconds < 1:
+        raise ConfigError(f"--window-seconds must be at least 1 s, got {args.window_seconds:g}")
+
+
 def window_seconds(model, requested: float | None = None) -> float:
     """The window long audio is cut into: the request (default WINDOW_SECONDS), at most the encoder's limit."""
     w = WINDOW_SECONDS if requested is None else float(requested)
@@ -74,6 +82,7 @@ def main(argv=None):
                          "capped at the encoder's limit)")
     ap.add_argument("--long-form", choices=longform.STRATEGIES, default="pause")
     args = ap.parse_args(argv)
+    check_long_form_args(args)
     from speechlm.eval import load_model
 
     missing = [p for p in args.audio if not Path(p).is_file()]
