@@ -33,9 +33,10 @@ def load_encoder(model_id: str, family):
     from pathlib import Path
 
     from speechlm import tiny
+    from speechlm.model import parts
 
     if Path(tiny.resolve(model_id)).is_dir():
-        return family.load(model_id, torch.float32), "weights"
+        return parts.load_encoder(family, model_id, torch.float32), "weights"
     enc = family.meta_encoder().to_empty(device="cpu")  # bundled config: random weights, real shape
     for p in enc.parameters():
         torch.nn.init.normal_(p, std=0.02)

@@ -64,6 +64,7 @@ def build(cfg: Config, device: torch.device):
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
     from speechlm.model.build import assemble, trainable_parts
+    from speechlm.model.encoders import family_from_config
 
     dtype = torch.bfloat16 if cfg.training.bf16 else torch.float32
     with device:  # random init straight on the device
@@ -71,7 +72,8 @@ def build(cfg: Config, device: torch.device):
         dec = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg.model.text_model_id), dtype=dtype)
     # the tiny tokenizer gives real conversations; its ids are all < the real vocabulary
     tok = text.load_tokenizer(tiny.resolve("tiny/qwen3_5"), cfg.model.audio_token)
-    model = assemble(cfg, enc, dec, tok, trainable_parts(cfg.model, cfg.training))
+    family = family_from_config(enc.config, cfg.model.audio_model_id)
+    model = assemble(cfg, enc, dec, tok, trainable_parts(cfg.model, cfg.training), family)
     return model.to(device), tok
 
 

@@ -38,6 +38,7 @@ def one(mode: str, batch_size: int, seconds: float) -> dict:
 
     from speechlm import text, tiny
     from speechlm.model import build
+    from speechlm.model.encoders import family_for
     from speechlm.model.parts import load_encoder, text_config
 
     torch.manual_seed(0)
@@ -45,9 +46,10 @@ def one(mode: str, batch_size: int, seconds: float) -> dict:
     dec_cfg = text_config(AutoModelForCausalLM.from_pretrained(tiny.resolve("tiny/qwen3_5")).config)
     dec_cfg.vocab_size = 248320
     decoder = AutoModelForCausalLM.from_config(dec_cfg).to(torch.bfloat16)
-    encoder = load_encoder("tiny/granite_speech5", torch.bfloat16)
+    family = family_for("tiny/granite_speech5")
+    encoder = load_encoder(family, "tiny/granite_speech5", torch.bfloat16)
     tok = text.load_tokenizer(tiny.resolve("tiny/qwen3_5"))
-    model = build.assemble(cfg, encoder, decoder, tok, build.trainable_parts(cfg.model, cfg.training))
+    model = build.assemble(cfg, encoder, decoder, tok, build.trainable_parts(cfg.model, cfg.training), family)
     model.train()
     n = int(16000 * seconds)
     b = batch(model, waves([n] * batch_size), transcripts=["the quick brown fox jumps over the lazy dog"] * batch_size)

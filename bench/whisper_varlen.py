@@ -33,12 +33,13 @@ def main(argv=None) -> None:
     from transformers.modeling_outputs import BaseModelOutput
 
     from speechlm import audio
+    from speechlm.model import parts
     from speechlm.model.encoders import family_for
 
     full = WhisperForConditionalGeneration.from_pretrained(args.model).eval()
     tok = AutoTokenizer.from_pretrained(args.model)
     fam = family_for(args.model)
-    enc = fam.load(args.model, torch.float32).eval()
+    enc = parts.load_encoder(fam, args.model, torch.float32).eval()
     with tempfile.TemporaryDirectory() as tmp:
         waves = []
         for i, s in enumerate(SENTENCES):

@@ -103,7 +103,7 @@ def main(argv=None) -> dict:
 
     print(f"== 4/5 transcribing the held-out '{args.eval_split}' clips", flush=True)
     t = time.perf_counter()
-    from speechlm.eval import evaluate, load_model
+    from speechlm.eval import evaluate, load_model  # the model stack in this process only after training
 
     model = load_model(str(run_dir))
     result = evaluate(model, str(shards), split=args.eval_split, batch_size=16)

@@ -22,7 +22,7 @@ import webdataset as wds
 
 from speechlm import audio, wer
 from speechlm.config import REPO_ROOT, ConfigError, cli_errors
-from speechlm.transcribe import MAX_SECONDS, check_long_form_args, load_clip, transcribe_waves
+from speechlm.inference import MAX_SECONDS, check_long_form_args, load_clip, transcribe_waves
 
 
 def _shard_clips(root: Path, split: str | None) -> Iterator[tuple[str, object, str]]:
@@ -138,14 +138,14 @@ def local_model(model_dir: str) -> Path | None:
 
 
 def load_model(model_dir: str):
-    from speechlm.model import SpeechLM
+    from speechlm.model import from_pretrained
 
     p = local_model(model_dir)
     if p is None:
         from huggingface_hub import snapshot_download
 
         p = Path(snapshot_download(model_dir))
-    return SpeechLM.from_pretrained(resolve_model_dir(p))
+    return from_pretrained(resolve_model_dir(p))
 
 
 def resolve_model_dir(p: Path) -> Path:

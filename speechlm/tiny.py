@@ -3,11 +3,8 @@
 `ensure("qwen3_5")` builds (once, deterministically) and returns a local directory that loads
 through exactly the same `from_pretrained` code as a hub id:
 
-- `granite_speech5`: a small `GraniteSpeech5ForCTC` (the hub checkpoints' class), whose encoder
-  the model loads with `GraniteSpeech5Encoder.from_pretrained`, plus `preprocessor_config.json`;
-- `whisper`: a small `WhisperForConditionalGeneration` (the class of the `openai/whisper-*`
-  checkpoints; only its encoder is loaded), with 30 s of positions like the real ones, plus
-  `preprocessor_config.json`;
+- `granite_speech5`, `whisper`: each encoder family's own twin (`FAMILY.build_tiny` in its file
+  under speechlm/model/encoders/): the hub checkpoints' class, small, plus `preprocessor_config.json`;
 - `qwen3_5`: a small `Qwen3_5ForCausalLM` with the hybrid linear/full attention layer pattern;
 - `qwen3`: a small `Qwen3ForCausalLM`;
 both decoders ship the same locally trained byte-level BPE tokenizer with a Qwen3-style ChatML
@@ -16,18 +13,18 @@ chat template (including its think-block behaviour) and the `<audio>` token;
   turns closed by `<|eot_id|>`, while its EOS is `<|end_of_text|>` (so nothing that assumes
   end-of-turn == EOS or ChatML can pass its tests).
 
-Model ids `tiny/<name>` resolve through `resolve()`; directories live under `$SPEECHLM_CACHE`
+Model ids `tiny/<name>` resolve through `speechlm.model.ids.resolve`; directories live under `$SPEECHLM_CACHE`
 (default `~/.cache/speechlm`) in `tiny/<name>-v<VERSION>`.
 """
 from __future__ import annotations
 
-import fcntl
-import os
-import shutil
-import tempfile
+import importlib
 from pathlib import Path
 
 import torch
+
+from speechlm.cache import build_once, cache_root  # noqa: F401  (cache_root re-exported for tests)
+from speechlm.model.ids import resolve  # noqa: F401  (re-exported: tests and benches resolve ids here)
 
 VERSION = 2  # 2: encoder CTC vocabulary 64 (room for word-level CTC pretraining)
 NAMES = ("granite_speech5", "whisper", "qwen3_5", "qwen3", "llama3")
@@ -90,43 +87,6 @@ def _corpus() -> list[str]:
     lines = _TEXT.splitlines()
     lines += [" ".join("abcdefghijklmnopqrstuvwxyz"), " ".join("ABCDEFGHIJKLMNOPQRSTUVWXYZ"), "0 1 2 3 4 5 6 7 8 9"]
     return lines * 4
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("SPEECHLM_CACHE") or Path.home() / ".cache" / "speechlm").expanduser()
-
-
-def resolve(model_id: str) -> str:
-    """`tiny/<name>` -> its local directory (built on first use); `offline/<name>` -> the converted
-    real weights (speechlm.pretrained); anything else unchanged."""
-    if isinstance(model_id, str) and model_id.startswith(PREFIX):
-        return str(ensure(model_id[len(PREFIX):]))
-    if isinstance(model_id, str) and model_id.startswith("offline/"):
-        from speechlm import pretrained  # imported here: it builds on this module's cache
-
-        return pretrained.resolve(model_id)
-    return model_id
-
-
-def build_once(kind: str, name: str, version: int, build) -> Path:
-    """`$SPEECHLM_CACHE/<kind>/<name>-v<version>`, made once by `build(empty_dir)` under a file lock
-    (ranks may call it together) and moved into place whole, so a half-built folder is never seen."""
-    root = cache_root() / kind
-    target = root / f"{name}-v{version}"
-    if (target / "config.json").is_file():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / "config.json").is_file():
-            tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}-"))
-            try:
-                (tmp / "out").mkdir()
-                build(tmp / "out")
-                os.replace(tmp / "out", target)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def ensure(name: str) -> Path:
@@ -223,52 +183,11 @@ def _build_llama3(out: Path) -> None:
     _save_decoder(out, LlamaForCausalLM, LlamaConfig, style="llama3", num_hidden_layers=2)
 
 
-def _build_granite_speech5(out: Path) -> None:
-    import json
-
-    from transformers import GraniteSpeech5CTCConfig, GraniteSpeech5EncoderConfig, GraniteSpeech5ForCTC
-
-    from speechlm.features import FeatureExtractor
-
-    torch.manual_seed(0)
-    enc = GraniteSpeech5EncoderConfig(
-        vocab_size=64,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_mel_bins=80,
-        max_position_embeddings=64,
-        context_size=32,
-        conv_kernel_size=5,
-        subsample_layers=[0, 1],
-    )
-    model = GraniteSpeech5ForCTC(GraniteSpeech5CTCConfig(vocab_size=64, encoder_config=enc))
-    # a "pretrained" encoder has non-trivial BatchNorm statistics; make them so, so that a
-    # BatchNorm wrongly left in train mode (pitfall 12) changes outputs and moves the stats
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm1d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-    model.save_pretrained(out)
-    fe = {"feature_extractor_type": "GraniteSpeech5FeatureExtractor", **FeatureExtractor().to_dict()}
-    (out / "preprocessor_config.json").write_text(json.dumps(fe, indent=2) + "\n")
+def _encoder_twin(module: str):
+    """An encoder family's own tiny-twin builder (each family file keeps its twin with it)."""
+    return lambda out: importlib.import_module(module).FAMILY.build_tiny(out)
 
 
-def _build_whisper(out: Path) -> None:
-    from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
-
-    torch.manual_seed(0)
-    cfg = WhisperConfig(
-        vocab_size=64, num_mel_bins=80, d_model=64, encoder_layers=2, encoder_attention_heads=4,
-        decoder_layers=1, decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
-        max_source_positions=1500, max_target_positions=32, pad_token_id=0, bos_token_id=1,
-        eos_token_id=1, decoder_start_token_id=2, begin_suppress_tokens=None, suppress_tokens=None,
-    )
-    WhisperForConditionalGeneration(cfg).save_pretrained(out)
-    WhisperFeatureExtractor(feature_size=80).save_pretrained(out)
-
-
-_BUILDERS = {"granite_speech5": _build_granite_speech5, "whisper": _build_whisper, "qwen3_5": _build_qwen3_5,
-             "qwen3": _build_qwen3, "llama3": _build_llama3}
+_BUILDERS = {"granite_speech5": _encoder_twin("speechlm.model.encoders.granite"),
+             "whisper": _encoder_twin("speechlm.model.encoders.whisper"),
+             "qwen3_5": _build_qwen3_5, "qwen3": _build_qwen3, "llama3": _build_llama3}

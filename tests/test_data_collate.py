@@ -11,7 +11,7 @@ import torch
 from speechlm import text, tiny
 from speechlm.config import ConfigError, DataSet
 from speechlm.data import Collator, TrainLoader
-from speechlm.features import num_feature_frames
+from speechlm.model.encoders.granite import num_feature_frames
 from speechlm.model.encoders import family_for
 from test_data_util import write_set
 

@@ -17,7 +17,7 @@ from model_helpers import batch, tiny_config, waves  # noqa: E402
 
 from speechlm import text  # noqa: E402
 from speechlm.export import generate, write_export  # noqa: E402
-from speechlm.model import SpeechLM  # noqa: E402
+from speechlm.model import from_pretrained, save_pretrained  # noqa: E402
 from speechlm.model.build import build_model  # noqa: E402
 from speechlm.transcribe import transcribe_files  # noqa: E402
 
@@ -75,8 +75,8 @@ def test_generated_code_is_speechlms_own_and_imports_nothing_else():
 @pytest.mark.parametrize("encoder,decoder", [("tiny/whisper", "tiny/llama3"), ("tiny/granite_speech5", "tiny/qwen3")])
 def test_export_loads_without_speechlm_and_transcribes_like_speechlm(tmp_path, nospeechlm_python, encoder, decoder):
     live = _trained_looking(encoder, decoder)
-    live.save_pretrained(tmp_path / "native")
-    model = SpeechLM.from_pretrained(tmp_path / "native")  # what speechlm.transcribe runs
+    save_pretrained(live, tmp_path / "native")
+    model = from_pretrained(tmp_path / "native")  # what speechlm.transcribe runs
     rng = np.random.default_rng(1)
     paths = []
     # a short clip, a longer one, and one past the 20 s window (cut at a pause into two windows)

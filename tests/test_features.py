@@ -1,4 +1,4 @@
-"""speechlm.features against an independent numpy computation and the real extractor's output."""
+"""The Granite features (speechlm.model.encoders.granite) against an independent numpy computation and the real extractor's output."""
 from pathlib import Path
 
 import numpy as np
@@ -6,7 +6,8 @@ import pytest
 import torch
 from transformers.audio_utils import mel_filter_bank, spectrogram, window_function
 
-from speechlm.features import FeatureExtractor, compute_deltas, num_feature_frames
+from speechlm.model.encoders.granite import GraniteFeatures as FeatureExtractor
+from speechlm.model.encoders.granite import compute_deltas, num_feature_frames
 
 REF = Path(__file__).parent / "data" / "granite_features_ref.npz"
 

@@ -17,7 +17,7 @@ import pytest
 
 from speechlm import audio, longform, wer
 from speechlm import eval as ev
-from speechlm.transcribe import transcribe_waves, window_seconds
+from speechlm.inference import transcribe_waves, window_seconds
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))

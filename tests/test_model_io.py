@@ -4,7 +4,7 @@ from transformers import AutoModelForCausalLM
 
 from model_helpers import batch, tiny_config, train_steps, waves
 from speechlm import tiny
-from speechlm.model import SpeechLM, build_model
+from speechlm.model import build_model, from_pretrained, save_pretrained
 from speechlm.model.__main__ import main as count_main
 
 
@@ -19,9 +19,9 @@ def test_save_load_identical_logits_and_peft_adapter(tmp_path):
     m = build_model(cfg)
     b = batch(m, waves())
     train_steps(m, cfg.training, b, steps=3)  # LoRA B starts at zero: train so the adapter matters
-    m.save_pretrained(tmp_path)
+    save_pretrained(m, tmp_path)
     assert not list(tmp_path.rglob("*.bin")) and not list(tmp_path.rglob("*.pt"))  # safetensors only
-    again = SpeechLM.from_pretrained(tmp_path)
+    again = from_pretrained(tmp_path)
     assert torch.equal(_logits(m, b), _logits(again, b))
     assert again.calibration == m.calibration and not any(p.requires_grad for p in again.parameters())
 
@@ -41,16 +41,16 @@ def test_save_load_trained_embeddings_and_full_decoder(tmp_path):
     m = build_model(cfg)
     b = batch(m, waves())
     train_steps(m, cfg.training, b)
-    m.save_pretrained(tmp_path / "emb")
+    save_pretrained(m, tmp_path / "emb")
     assert (tmp_path / "emb" / "embed_tokens.safetensors").is_file()
-    assert torch.equal(_logits(m, b), _logits(SpeechLM.from_pretrained(tmp_path / "emb"), b))
+    assert torch.equal(_logits(m, b), _logits(from_pretrained(tmp_path / "emb"), b))
 
     cfg = tiny_config(decoder="tiny/qwen3", use_lora=False, freeze_language_model=False)
     m = build_model(cfg)
     train_steps(m, cfg.training, b)
-    m.save_pretrained(tmp_path / "full")
+    save_pretrained(m, tmp_path / "full")
     assert (tmp_path / "full" / "decoder" / "config.json").is_file() and not (tmp_path / "full" / "adapter").exists()
-    assert torch.equal(_logits(m, b), _logits(SpeechLM.from_pretrained(tmp_path / "full"), b))
+    assert torch.equal(_logits(m, b), _logits(from_pretrained(tmp_path / "full"), b))
 
 
 def test_transcribe_returns_text(tmp_path):
@@ -92,8 +92,8 @@ def test_llama3_template_decoder_trains_exports_and_transcribes(tmp_path):
     assert text.end_of_turn_id(m.tokenizer) == eot and eot != m.tokenizer.eos_token_id
     assert (b["labels"] == eot).sum(1).tolist() == [1, 1]  # each target closes with the template's token
     train_steps(m, cfg.training, b, steps=3)
-    m.save_pretrained(tmp_path)
-    again = SpeechLM.from_pretrained(tmp_path)
+    save_pretrained(m, tmp_path)
+    again = from_pretrained(tmp_path)
     assert torch.equal(_logits(m, b), _logits(again, b))
     out = again.transcribe(waves([16000, 6000]), max_new_tokens=4)
     assert len(out) == 2 and all(isinstance(s, str) for s in out)

@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 
 from speechlm.config import ConfigError, ModelConfig
 from speechlm.model import loading, parts
+from speechlm.model.encoders import family_for
 
 TEXT = dict(vocab_size=576, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
             head_dim=16, num_hidden_layers=4, linear_num_key_heads=2, linear_key_head_dim=16,
@@ -76,7 +77,7 @@ def test_granite_ctc_checkpoint_loads_the_encoder_exactly(tmp_path, caplog):
                                                          tie_word_embeddings=False)).eval()
     saved.save_pretrained(tmp_path)
     with caplog.at_level(logging.INFO, logger="speechlm.model.loading"):
-        loaded = parts.load_encoder(str(tmp_path), torch.float32).eval()
+        loaded = parts.load_encoder(family_for(str(tmp_path)), str(tmp_path), torch.float32).eval()
     feats = torch.randn(2, 100, saved.encoder.input_linear.in_features, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         torch.testing.assert_close(loaded(feats).last_hidden_state, saved.encoder(feats).last_hidden_state,
@@ -167,4 +168,5 @@ def test_tokenizer_that_outgrows_the_decoder_is_refused():
 
 
 def test_preflight_passes_the_tiny_twins():
-    loading.preflight(ModelConfig(audio_model_id="tiny/granite_speech5", text_model_id="tiny/qwen3_5"))
+    mcfg = ModelConfig(audio_model_id="tiny/granite_speech5", text_model_id="tiny/qwen3_5")
+    parts.preflight(mcfg, family_for(mcfg.audio_model_id))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from model_helpers import batch, tiny_config, train_steps, waves
-from speechlm.model import SpeechLM, build_model
+from speechlm.model import build_model, from_pretrained, save_pretrained
 
 
 def _logits(m, b):
@@ -42,11 +42,11 @@ def test_frozen_encoder_stays_put_and_export_reloads(tmp_path):
     assert not m.encoder.training  # frozen: no dropout, whatever the model's mode
     train_steps(m, cfg.training, b, steps=3)
     assert all(torch.equal(v, m.encoder.state_dict()[k]) for k, v in enc_before.items())
-    m.save_pretrained(tmp_path)
+    save_pretrained(m, tmp_path)
     meta = json.loads((tmp_path / "speechlm.json").read_text())
     assert meta["encoder_family"] == "whisper" and meta["features"]["num_mel_bins"] == 80
     assert not (tmp_path / "encoder").exists()
-    again = SpeechLM.from_pretrained(tmp_path)
+    again = from_pretrained(tmp_path)
     assert again.family.name == "whisper"
     assert torch.equal(_logits(m, b), _logits(again, b))
     out = again.transcribe(waves([16000, 6000]), max_new_tokens=4)
@@ -62,9 +62,9 @@ def test_trained_encoder_exports_and_reloads(tmp_path):
     before = m.encoder.layers[0].fc1.weight.detach().clone()
     train_steps(m, cfg.training, b, steps=2)
     assert not torch.equal(before, m.encoder.layers[0].fc1.weight)
-    m.save_pretrained(tmp_path)
+    save_pretrained(m, tmp_path)
     assert (tmp_path / "encoder" / "config.json").is_file()
-    again = SpeechLM.from_pretrained(tmp_path)
+    again = from_pretrained(tmp_path)
     assert torch.equal(m.encoder.layers[0].fc1.weight, again.encoder.layers[0].fc1.weight)
     assert torch.equal(_logits(m, b), _logits(again, b))
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from speechlm import config as config_mod
+from speechlm.model import save_pretrained
 from speechlm.config import Config, ConfigError
 from speechlm.train import engine as engine_mod
 from speechlm.train import optim
@@ -116,7 +117,7 @@ def test_bf16_engine_frozen_encoder_one_dtype_and_fp32_masters(dist_world, stage
     # the export writes the fp32 masters, not the bf16 copies the module computes with
     from safetensors.torch import load_file
 
-    model.save_pretrained(tmp_path / "export")
+    save_pretrained(model, tmp_path / "export")
     proj = load_file(tmp_path / "export" / "projector.safetensors")
     adapter = load_file(tmp_path / "export" / "adapter" / "adapter_model.safetensors")
     masters = {n: safe_get_full_fp32_param(p) for n, p in trainable}

@@ -121,11 +121,11 @@ def test_every_clip_once_per_epoch(straight):
 
 def test_export_reproduces_the_live_model(straight):
     trainer, _ = straight
-    from speechlm.model import SpeechLM
+    from speechlm.model import from_pretrained
 
     ckpt = trainer.run_dir / "checkpoints" / f"step-{STEPS}"
     assert (trainer.run_dir / "checkpoints" / "latest").read_text() == ckpt.name
-    loaded = SpeechLM.from_pretrained(ckpt / "model")
+    loaded = from_pretrained(ckpt / "model")
     batch = next(iter(trainer.eval_loader))
     live = trainer.engine.module
     live.eval()

@@ -120,11 +120,11 @@ def test_zero3_export_matches_the_live_model(runs):
     (empty adapters from an ungathered ZeRO-3 save would not reproduce it: pitfall 1)."""
     from speechlm import config as config_mod
     from speechlm.data import Collator, EvalLoader
-    from speechlm.model import SpeechLM
+    from speechlm.model import from_pretrained
 
     run = runs["ds2_z3"]
     live = [r["eval/loss"] for r in rows(run) if "eval/loss" in r][-1]
-    model = SpeechLM.from_pretrained(run / "checkpoints" / f"step-{STEPS}" / "model").eval()
+    model = from_pretrained(run / "checkpoints" / f"step-{STEPS}" / "model").eval()
     cfg = config_mod.load(config_mod.Config, run / "config.yaml")
     loader = EvalLoader.from_config(cfg, Collator.from_config(cfg, model.tokenizer))
     tot = n = 0.0

@@ -105,6 +105,9 @@ class TrainingConfig:
     wandb_project: str = "speechlm"
     bf16: bool = True
     attn_implementation: str = "auto"
+    # the loss over label positions (speechlm.model.loss.LOSSES): chunked_ce (default; Liger's fused
+    # kernel on CUDA when installed) or full_ce (every label logit at once)
+    loss: str = "chunked_ce"
     gradient_checkpointing: bool = False
     freeze_audio_encoder: bool = True
     freeze_language_model: bool = True

@@ -17,6 +17,7 @@ peft installed:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -70,8 +71,6 @@ def write_export(model, out, merge_lora: bool = False, card: dict | None = None)
     write_remote_files(out)
     decoder, lora = _decoder(model, merge_lora)
     base = decoder.get_base_model() if hasattr(decoder, "get_base_model") else decoder
-    import dataclasses
-
     settings = dataclasses.asdict(model.cfg)
     config_cls = _remote_class(out, AUTO_MAP["AutoConfig"])
     config = config_cls(

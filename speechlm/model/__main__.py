@@ -10,10 +10,12 @@ import argparse
 import os
 
 import torch
+from peft import get_peft_model
 
 from speechlm import config as C
 from speechlm.model import encoders, parts
 from speechlm.model.build import lora_config, trainable_parts
+from speechlm.model.hfconfig import text_config
 from speechlm.model.projector import Projector
 from speechlm.model.speechlm import format_table
 
@@ -28,7 +30,7 @@ def meta_counts(cfg: C.Config) -> dict:
     n_enc = sum(p.numel() for p in encoder.parameters())
     counts["encoder"] = (n_enc, n_enc if trainable["encoder"] else 0)
     with torch.device("meta"):
-        proj = Projector(family.hidden_size, parts.text_config(decoder.config).hidden_size,
+        proj = Projector(family.hidden_size, text_config(decoder.config).hidden_size,
                          mcfg.projector_hidden_dim, mcfg.projector_pool_stride)
     n_proj = sum(p.numel() for p in proj.parameters())
     counts["projector"] = (n_proj, n_proj if trainable["projector"] else 0)
@@ -39,8 +41,6 @@ def meta_counts(cfg: C.Config) -> dict:
     counts["decoder"] = (n_dec, dec_train)
     n_lora = 0
     if trainable["lora"]:
-        from peft import get_peft_model
-
         peft_model = get_peft_model(decoder, lora_config(mcfg))
         n_lora = sum(p.numel() for n, p in peft_model.named_parameters() if "lora_" in n)
     counts["lora"] = (n_lora, n_lora)

@@ -1,13 +1,16 @@
-"""build_model(cfg): load the parts, apply freeze flags and LoRA, calibrate the projector."""
+"""build_model(cfg): load the parts, apply freeze flags and LoRA, attach the loss, calibrate the projector."""
 from __future__ import annotations
 
 import logging
 
 import numpy as np
 import torch
+from peft import LoraConfig, get_peft_model
 
 from speechlm.config import Config, ConfigError, ModelConfig, TrainingConfig
-from speechlm.model import encoders, loading, parts
+from speechlm.model import encoders, parts
+from speechlm.model.hfconfig import text_config
+from speechlm.model.loss import LOSSES, TokenLoss
 from speechlm.model.projector import Projector
 from speechlm.model.speechlm import SpeechLM
 
@@ -37,20 +40,24 @@ def trainable_parts(mcfg: ModelConfig, tcfg: TrainingConfig) -> dict:
     return parts_
 
 
-def lora_config(mcfg: ModelConfig):
-    from peft import LoraConfig
+def make_loss(tcfg: TrainingConfig) -> TokenLoss:
+    """The configured `training.loss`."""
+    if tcfg.loss not in LOSSES:
+        raise ConfigError(f"training.loss: unknown loss '{tcfg.loss}'; known: {', '.join(LOSSES)}")
+    return LOSSES[tcfg.loss]()
 
+
+def lora_config(mcfg: ModelConfig):
     return LoraConfig(
         r=mcfg.lora_rank, lora_alpha=mcfg.lora_alpha, lora_dropout=mcfg.lora_dropout,
         target_modules=mcfg.lora_target_modules, task_type="CAUSAL_LM",
     )
 
 
-def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict, family=None) -> SpeechLM:
-    """Wire loaded parts into a SpeechLM: projector, dtypes, requires_grad, LoRA. `family` (the
-    encoder's, speechlm.model.encoders) defaults to the one its config names."""
+def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict, family) -> SpeechLM:
+    """Wire loaded parts into a SpeechLM: projector, dtypes, requires_grad, LoRA, the loss. `family`
+    is the encoder's (speechlm.model.encoders), resolved once by the caller."""
     mcfg, tcfg = cfg.model, cfg.training
-    family = family or encoders.family_from_config(encoder.config, mcfg.audio_model_id)
     if tokenizer.convert_tokens_to_ids(mcfg.audio_token) >= decoder.get_input_embeddings().num_embeddings:
         decoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     for p in list(encoder.parameters()) + list(decoder.parameters()):
@@ -64,18 +71,17 @@ def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict, family=N
     elif trainable["decoder"]:
         decoder.get_input_embeddings().weight.requires_grad_(False)
     if trainable["lora"]:
-        from peft import get_peft_model
-
         # peft casts the adapter weights to float32 (autocast_adapter_dtype) while the base stays bf16
         decoder = get_peft_model(decoder, lora_config(mcfg), autocast_adapter_dtype=True)
         if trainable["embed_tokens"]:
             decoder.get_base_model().get_input_embeddings().weight.requires_grad_(True)
-    dec_cfg = parts.text_config(decoder.config)
+    dec_cfg = text_config(decoder.config)
     projector = Projector(
         family.hidden_size, dec_cfg.hidden_size, mcfg.projector_hidden_dim, mcfg.projector_pool_stride
     ).to(parts.DTYPES[mcfg.projector_dtype])
     projector.requires_grad_(trainable["projector"])
-    model = SpeechLM(mcfg, encoder, projector, decoder, tokenizer, family, trainable, bf16=tcfg.bf16)
+    model = SpeechLM(mcfg, encoder, projector, decoder, tokenizer, family, trainable, bf16=tcfg.bf16,
+                     loss=make_loss(tcfg))
     if tcfg.gradient_checkpointing:
         # non-reentrant: gradients reach LoRA and the projector even though the frozen embedding's
         # output does not require grad (pitfall 11)
@@ -83,19 +89,16 @@ def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict, family=N
     return model
 
 
-def build_model(cfg: Config, calibration_waves: list[np.ndarray] | None = None) -> SpeechLM:
-    """The model a config describes, from hub ids, local dirs or `tiny/<name>` ids."""
+def build_model(cfg: Config, calibration_waves: list[np.ndarray] | None = None, family=None) -> SpeechLM:
+    """The model a config describes, from hub ids, local dirs or `tiny/<name>` ids. `family`: the
+    run's encoder family when the caller has resolved it already."""
     mcfg, tcfg = cfg.model, cfg.training
     trainable = trainable_parts(mcfg, tcfg)
-    dtype = parts.DTYPES[mcfg.model_dtype]
     attn = parts.attn_implementation(tcfg.attn_implementation)
     log.info("decoder attention implementation: %s (requested %s)", attn, tcfg.attn_implementation)
-    family = encoders.family_for(mcfg.audio_model_id, mcfg.trust_remote_code)
+    family = family or encoders.family_for(mcfg.audio_model_id, mcfg.trust_remote_code)
     log.info("audio encoder family: %s", family.name)
-    encoder = family.load(mcfg.audio_model_id, dtype, mcfg.trust_remote_code)
-    decoder = parts.load_decoder(mcfg.text_model_id, dtype, attn, mcfg.trust_remote_code)
-    tokenizer = loading.load_tokenizer(parts.tiny.resolve(mcfg.text_model_id), mcfg.audio_token, mcfg.trust_remote_code)
-    loading.check_tokenizer(tokenizer, decoder, mcfg.text_model_id, mcfg.audio_token)
+    encoder, decoder, tokenizer = parts.load_parts(mcfg, family, attn=attn)
     model = assemble(cfg, encoder, decoder, tokenizer, trainable, family)
     if mcfg.calibrate_projector:
         calibrate(model, calibration_waves)

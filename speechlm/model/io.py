@@ -17,9 +17,13 @@ import json
 from pathlib import Path
 
 import torch
+from peft import PeftModel, get_peft_model_state_dict
 from safetensors.torch import load_file, save_file
 
-from speechlm.config import Config, ModelConfig, TrainingConfig
+from speechlm import text
+from speechlm.config import Config, ModelConfig, TrainingConfig, build
+from speechlm.model import encoders, parts
+from speechlm.model.build import assemble
 
 FORMAT = 1
 
@@ -74,8 +78,6 @@ def save_pretrained(model, path) -> None:
     base = model._base_lm()
     adapter = embed = decoder = encoder = None
     if t["lora"]:
-        from peft import get_peft_model_state_dict
-
         masters = _masters(model.decoder)
         with _gathered([p for n, p in model.decoder.named_parameters() if "lora_" in n]):
             # peft names the adapter's tensors like the module's state dict, minus the adapter name
@@ -116,11 +118,6 @@ def save_pretrained(model, path) -> None:
 
 
 def from_pretrained(path, device=None, trust_remote_code: bool = False):
-    from speechlm import text
-    from speechlm.config import build
-    from speechlm.model import encoders, parts
-    from speechlm.model.build import assemble
-
     path = Path(path)
     meta_file = path / "speechlm.json"
     if not meta_file.is_file():
@@ -140,7 +137,7 @@ def from_pretrained(path, device=None, trust_remote_code: bool = False):
     saved = meta.get("encoder_family", "granite_speech5")  # exports before families were all Granite
     if family.name != saved:
         raise ValueError(f"{path}: exported with a {saved} encoder, but {enc_src} is a {family.name} encoder")
-    encoder = family.load(enc_src, dtype, mcfg.trust_remote_code)
+    encoder = parts.load_encoder(family, enc_src, dtype)
     decoder = parts.load_decoder(dec_src, dtype, attn, mcfg.trust_remote_code)
     tokenizer = text.load_tokenizer(str(path / "tokenizer"), mcfg.audio_token)
     # rebuild the same structure, then load the trained weights into it
@@ -153,8 +150,6 @@ def from_pretrained(path, device=None, trust_remote_code: bool = False):
     frozen = {k: False for k in t}
     model = assemble(Config(model=mcfg, training=tcfg), encoder, decoder, tokenizer, frozen, family)
     if t["lora"]:
-        from peft import PeftModel
-
         model.decoder = PeftModel.from_pretrained(model.decoder, str(path / "adapter"), is_trainable=False)
     if (path / "embed_tokens.safetensors").is_file():
         w = load_file(path / "embed_tokens.safetensors")["weight"]

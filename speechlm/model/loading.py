@@ -14,7 +14,7 @@ random. Here the text config takes the flag from the checkpoint's text config, e
 Checkpoint weights the part does not use (a vision tower, an MTP head, a CTC head) are listed
 once at info level: transformers drops some of them without a word.
 
-`preflight()` runs the same loads on the meta device (no weights read, no memory), so the trainer
+`speechlm.model.parts.preflight` runs the same loads on the meta device (no weights read, no memory), so the trainer
 refuses a bad checkpoint before it builds shards or touches a GPU.
 """
 from __future__ import annotations
@@ -25,6 +25,9 @@ import json
 import logging
 import re
 
+from transformers import AutoConfig, PretrainedConfig
+
+from speechlm import text
 from speechlm.config import ConfigError
 
 log = logging.getLogger(__name__)
@@ -52,8 +55,6 @@ def meta_only():
 
 def raw_config(path: str, trust_remote_code: bool = False) -> dict:
     """The checkpoint's config.json as written (what it sets, not the class defaults)."""
-    from transformers import PretrainedConfig
-
     try:
         d, _ = PretrainedConfig.get_config_dict(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as e:
@@ -210,8 +211,6 @@ def load_pretrained(cls, path: str, part: str, **kwargs):
     raw = raw_config(path, trust)
     config = kwargs.pop("config", None)
     if config is None:
-        from transformers import AutoConfig
-
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
         if part == "decoder" and hasattr(config, "get_text_config"):
             config = config.get_text_config(decoder=True)
@@ -237,8 +236,6 @@ def load_pretrained(cls, path: str, part: str, **kwargs):
 def check_tokenizer(tok, decoder, model_id: str, audio_token: str = "<audio>") -> None:
     """The tokenizer must belong to the decoder: every id it can produce has an embedding row
     (the audio token aside: `assemble` adds its row), and it has the ChatML end of turn."""
-    from speechlm import text
-
     rows = decoder.get_input_embeddings().num_embeddings
     audio = tok.convert_tokens_to_ids(audio_token)
     beyond = [i for i in range(rows, len(tok)) if i != audio]
@@ -254,22 +251,8 @@ def check_tokenizer(tok, decoder, model_id: str, audio_token: str = "<audio>") -
 
 def load_tokenizer(model_id: str, audio_token: str = "<audio>", trust_remote_code: bool = False):
     """text.load_tokenizer with its failures as ConfigErrors naming the tokenizer."""
-    from speechlm import text
-
     try:
         return text.load_tokenizer(model_id, audio_token, trust_remote_code)
     except (OSError, ValueError, TypeError) as e:
         raise ConfigError(f"tokenizer of '{model_id}': can't load: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
 
-
-def preflight(mcfg) -> None:
-    """Every pretrained part of `mcfg` checked on the meta device: seconds, no weights in memory."""
-    from speechlm import tiny
-    from speechlm.model import parts
-
-    dtype = parts.DTYPES[mcfg.model_dtype]
-    with meta_only():
-        parts.load_encoder(mcfg.audio_model_id, dtype, mcfg.trust_remote_code)
-        decoder = parts.load_decoder(mcfg.text_model_id, dtype, "sdpa", mcfg.trust_remote_code)
-    tok = load_tokenizer(tiny.resolve(mcfg.text_model_id), mcfg.audio_token, mcfg.trust_remote_code)
-    check_tokenizer(tok, decoder, mcfg.text_model_id, mcfg.audio_token)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 
 import torch
 import torch.nn.functional as F
@@ -77,8 +78,6 @@ def _chunk_ce(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor) -> t
 
 @functools.cache
 def _warn_once(msg: str) -> None:
-    import logging
-
     logging.getLogger(__name__).warning(msg)
 
 
@@ -144,3 +143,61 @@ def token_cross_entropy(head: nn.Module, hidden: torch.Tensor, targets: torch.Te
     if kind == "liger" and hidden.shape[0] > 0:
         return liger_token_ce(head, hidden, targets)
     return chunked_token_ce(head, hidden, targets, chunk)
+
+
+# --------------------------------------------------------------------------- the configured component
+
+# by compute-dtype bytes, per logit: the backward's peak (saved fp32 log-softmax + the fp32 gradient
+# in and out of it); measured 12.0-12.1 for bf16 and fp32 by bench/loss_memory.py (docs/benchmarks.md)
+LOGIT_BYTES = {2: 12, 4: 12}
+
+
+class TokenLoss:
+    """`training.loss`: per-token losses [N] (fp32) of the LM head over the decoder states at label
+    positions, and the logits memory it holds at its peak, which the planner counts."""
+
+    name = ""
+
+    def __call__(self, head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def logits_bytes(self, label_tokens: int, vocab_size: int, compute_bytes: int) -> float:
+        raise NotImplementedError
+
+    def describe(self, vocab_size: int) -> str:
+        return self.name
+
+
+class ChunkedCrossEntropy(TokenLoss):
+    """Cross-entropy without the [N, vocab] logits at once: chunked torch, or Liger's fused kernel on CUDA."""
+
+    name = "chunked_ce"
+
+    def __call__(self, head, hidden, targets):
+        return token_cross_entropy(head, hidden, targets)
+
+    def logits_bytes(self, label_tokens, vocab_size, compute_bytes):
+        # one chunk of label logits at a time (an upper bound for Liger's fused kernel)
+        return min(label_tokens, chunk_tokens(vocab_size)) * vocab_size * LOGIT_BYTES[compute_bytes]
+
+    def describe(self, vocab_size):
+        return (f"chunked torch cross-entropy, {chunk_tokens(vocab_size)} label tokens of logits "
+                "at a time (an upper bound for Liger's fused kernel)")
+
+
+class FullCrossEntropy(TokenLoss):
+    """Plain cross-entropy over all label logits at once (the reference: exact, memory-hungry)."""
+
+    name = "full_ce"
+
+    def __call__(self, head, hidden, targets):
+        return _chunk_ce(head, hidden, targets)
+
+    def logits_bytes(self, label_tokens, vocab_size, compute_bytes):
+        return label_tokens * vocab_size * LOGIT_BYTES[compute_bytes]
+
+    def describe(self, vocab_size):
+        return "plain cross-entropy, every label token's logits at once"
+
+
+LOSSES: dict[str, type[TokenLoss]] = {cls.name: cls for cls in (ChunkedCrossEntropy, FullCrossEntropy)}

@@ -1,46 +1,22 @@
-"""Loading the pretrained parts (hub id, local dir, `tiny/<name>`, or bundled config on meta).
+"""Loading the pretrained parts (hub id, local dir, `tiny/<name>`, `offline/<name>`, or the bundled
+config on meta): `load_parts` is the one path, shared by the preflight (meta device, every check,
+no weights) and the build.
 
-Encoders load through their family (speechlm.model.encoders); the decoder is any causal LM."""
+Encoders load as their family says (speechlm.model.encoders); the decoder is any causal LM.
+"""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
-import json
-import logging
-from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoModelForCausalLM
 
-from speechlm import tiny
-from speechlm.config import ConfigError
-from speechlm.model.loading import load_pretrained
+from speechlm.model import ids
+from speechlm.model.hfconfig import bundled_config_path, load_config, text_config  # noqa: F401  (re-exported)
+from speechlm.model.loading import check_tokenizer, load_pretrained, load_tokenizer, meta_only
 
-log = logging.getLogger(__name__)
-CONFIG_DIR = Path(__file__).parent / "configs"
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-
-
-def bundled_config_path(model_id: str) -> Path:
-    return CONFIG_DIR / (model_id.replace("/", "--") + ".json")
-
-
-def load_config(model_id: str, trust_remote_code: bool = False, allow_bundled: bool = False):
-    """AutoConfig for a model id without any download; optionally the bundled copy as a fallback."""
-    path = tiny.resolve(model_id)
-    try:
-        return AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, local_files_only=True)
-    except (OSError, ValueError) as e:
-        bundled = bundled_config_path(model_id)
-        if not (allow_bundled and bundled.is_file()):
-            raise ConfigError(f"can't read the config of '{model_id}' locally ({type(e).__name__}) and none is bundled") from None
-        d = {k: v for k, v in json.loads(bundled.read_text()).items() if not k.startswith("_")}
-        log.info("%s: not available locally, using the bundled config %s", model_id, bundled.name)
-        return AutoConfig.for_model(d.pop("model_type"), **d)
-
-
-def text_config(cfg):
-    """The text decoder's config (multimodal hub configs such as Qwen3.5's nest it)."""
-    return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
 
 
 def attn_implementation(requested: str) -> str:
@@ -51,27 +27,38 @@ def attn_implementation(requested: str) -> str:
     return "sdpa"
 
 
-def load_encoder(model_id: str, dtype: torch.dtype, trust_remote_code: bool = False):
-    """The encoder module of `model_id`, loaded by its family (speechlm.model.encoders)."""
-    from speechlm.model import encoders
-
-    return encoders.family_for(model_id, trust_remote_code).load(model_id, dtype, trust_remote_code)
+def load_encoder(family, model_id: str, dtype: torch.dtype):
+    """The encoder of `model_id` as its family loads it: the family's class, config and key mapping."""
+    attn = {"attn_implementation": family.attn_implementation} if family.attn_implementation else {}
+    enc = load_pretrained(family.pretrained_class, ids.resolve(model_id), "encoder", config=family.config,
+                          dtype=dtype, **attn, **family.load_kwargs)
+    return family.after_load(enc, dtype)
 
 
 def load_decoder(model_id: str, dtype: torch.dtype, attn: str, trust_remote_code: bool = False):
-    path = tiny.resolve(model_id)
-    return load_pretrained(
-        AutoModelForCausalLM, path, "decoder", dtype=dtype, attn_implementation=attn, trust_remote_code=trust_remote_code
-    )
+    return load_pretrained(AutoModelForCausalLM, ids.resolve(model_id), "decoder", dtype=dtype,
+                           attn_implementation=attn, trust_remote_code=trust_remote_code)
 
 
-def meta_encoder(model_id: str):
-    from speechlm.model import encoders
+def load_parts(mcfg, family, *, attn: str = "sdpa", meta: bool = False):
+    """(encoder, decoder, tokenizer) of a model config, every part checked (speechlm.model.loading).
+    With `meta=True` the parts are built on the meta device: all checks, no weights in memory."""
+    dtype = DTYPES[mcfg.model_dtype]
+    with meta_only() if meta else contextlib.nullcontext():
+        encoder = load_encoder(family, mcfg.audio_model_id, dtype)
+        decoder = load_decoder(mcfg.text_model_id, dtype, attn, mcfg.trust_remote_code)
+    tokenizer = load_tokenizer(ids.resolve(mcfg.text_model_id), mcfg.audio_token, mcfg.trust_remote_code)
+    check_tokenizer(tokenizer, decoder, mcfg.text_model_id, mcfg.audio_token)
+    return encoder, decoder, tokenizer
 
-    return encoders.family_for(model_id, allow_bundled=True).meta_encoder()
+
+def preflight(mcfg, family) -> None:
+    """Every pretrained part of `mcfg` checked on the meta device: seconds, no weights in memory."""
+    load_parts(mcfg, family, meta=True)
 
 
 def meta_decoder(model_id: str, trust_remote_code: bool = False):
     cfg = text_config(load_config(model_id, trust_remote_code, allow_bundled=True))
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(cfg, trust_remote_code=trust_remote_code)
+

@@ -1,4 +1,8 @@
-"""SpeechLM: frozen audio encoder (any family in speechlm.model.encoders) -> projector -> (LoRA) causal LM decoder."""
+"""SpeechLM: frozen audio encoder (any family in speechlm.model.encoders) -> projector -> (LoRA) causal LM decoder.
+
+The modelling layer: this module imports torch, numpy, transformers (through speechlm.text) and its
+siblings only. Loading, building and saving live in the builders (build.py, parts.py, io.py).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -10,9 +14,9 @@ import torch
 from torch import nn
 
 from speechlm import text
-from speechlm.config import ConfigError, ModelConfig, TrainingConfig
-from speechlm.model.loss import token_cross_entropy
-from speechlm.model.projector import Projector, pooled_length
+
+from .loss import ChunkedCrossEntropy, TokenLoss
+from .projector import Projector, pooled_length
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +28,8 @@ class Output:
 
 
 class SpeechLM(nn.Module):
-    def __init__(self, cfg: ModelConfig, encoder, projector: Projector, decoder, tokenizer,
-                 family, trainable: dict, bf16: bool = True):
+    def __init__(self, cfg, encoder, projector: Projector, decoder, tokenizer,
+                 family, trainable: dict, bf16: bool = True, loss: TokenLoss | None = None):
         super().__init__()
         self.cfg = cfg
         self.encoder = encoder
@@ -36,6 +40,7 @@ class SpeechLM(nn.Module):
         self.trainable = dict(trainable)  # part -> bool: encoder, projector, decoder, embed_tokens, lora
         self.audio_token_id = text.audio_token_id(tokenizer, cfg.audio_token)
         self.bf16 = bf16
+        self.loss = loss or ChunkedCrossEntropy()  # training.loss: per-token losses over label positions
         self.calibration: dict | None = None
         self.train(False)
 
@@ -122,9 +127,8 @@ class SpeechLM(nn.Module):
 
     def forward(self, input_features, feature_mask, input_ids, attention_mask, labels, weight=None, **_) -> Output:
         hidden, targets, rows = self.label_hidden(input_features, feature_mask, input_ids, attention_mask, labels)
-        # the [N, vocab] logits never exist at once: chunked torch, or Liger's fused kernel on CUDA
         with self._autocast(input_ids.device):
-            ce = token_cross_entropy(self._base_lm().get_output_embeddings(), hidden, targets)
+            ce = self.loss(self._base_lm().get_output_embeddings(), hidden, targets)
         if weight is None:
             weight = torch.ones(labels.shape[0], device=ce.device)
         w = weight.to(ce.device, torch.float32)[rows]
@@ -166,7 +170,7 @@ class SpeechLM(nn.Module):
         return [self.tokenizer.decode(row, skip_special_tokens=True).strip() for row in out]
 
     # ------------------------------------------------------------------ optimizer and reporting
-    def parameter_groups(self, tcfg: TrainingConfig) -> list[dict]:
+    def parameter_groups(self, tcfg) -> list[dict]:
         """AdamW groups; no weight decay for biases, norms and embeddings."""
         specs = {
             "projector": (tcfg.learning_rate, tcfg.projector_weight_decay),
@@ -186,7 +190,7 @@ class SpeechLM(nn.Module):
             lr, wd = specs[part]
             groups.append({"name": key, "params": params, "lr": lr, "weight_decay": 0.0 if key != part else wd})
         if not groups:
-            raise ConfigError("nothing to train: every part is frozen (check training.freeze_* and use_lora)")
+            raise ValueError("nothing to train: every part is frozen (check training.freeze_* and use_lora)")
         return groups
 
     def parameter_counts(self) -> dict[str, tuple[int, int]]:
@@ -209,18 +213,6 @@ class SpeechLM(nn.Module):
         lora = [p for n, p in self.named_parameters() if "lora_" in n]
         out["lora"] = str(lora[0].dtype).removeprefix("torch.") if lora else "-"
         return out
-
-    # save / load live in io.py (ZeRO-3 aware)
-    def save_pretrained(self, path):
-        from speechlm.model.io import save_pretrained
-
-        save_pretrained(self, path)
-
-    @classmethod
-    def from_pretrained(cls, path, device=None, trust_remote_code: bool = False):
-        from speechlm.model.io import from_pretrained
-
-        return from_pretrained(path, device=device, trust_remote_code=trust_remote_code)
 
 
 def format_table(counts: dict, dtypes: dict | None = None) -> str:

@@ -46,139 +46,56 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-from dataclasses import asdict, dataclass
 
 from speechlm.config import Config, ConfigError, cli_errors, load
-from speechlm.model.loss import chunk_tokens
+from speechlm.model.build import make_loss
+from speechlm.model.loss import ChunkedCrossEntropy
+from speechlm.plan.auto import device_memory_gib, pick, target_clips
 from speechlm.plan.disk import (  # noqa: F401  (re-exported)
-    DTYPE_BYTES, ENV_GIB, FLAC_BYTES_PER_SECOND, GIB, data_facts, disk, hub_files_bytes,
+    DTYPE_BYTES,
+    ENV_GIB,
+    FLAC_BYTES_PER_SECOND,
+    GIB,
+    data_facts,
+    disk,
+    hub_files_bytes,
+)
+from speechlm.plan.memory import (  # noqa: F401  (re-exported)
+    CATALOG,
+    CUDA_OVERHEAD_GIB,
+    FRAGMENTATION,
+    GPU,
+    LOGIT_BYTES,
+    MAX_CLIP_SECONDS,
+    PROMPT_TOKENS,
+    TEXT_TOKENS_PER_SECOND,
+    USABLE_FRACTION,
+    batch_memory,
+    clip_tokens,
+    fit_batch,
+    step_memory,
+    zero_memory,
 )
 from speechlm.plan.models import (  # noqa: F401  (re-exported: the planner's public surface)
-    ACT_FACTOR, LINEAR_ATTN_CHUNK, Shapes, _offline, _sub_config, bundled_config_path, encoder_family, hub_checkpoint, meta_model,
-    model_config, model_shapes,
+    ACT_FACTOR,
+    LINEAR_ATTN_CHUNK,
+    Shapes,
+    _offline,
+    _sub_config,
+    bundled_config_path,
+    encoder_family,
+    hub_checkpoint,
+    meta_model,
+    model_config,
+    model_shapes,
 )
-
-# by compute-dtype bytes, per logit: the backward's peak (saved fp32 log-softmax + the fp32 gradient
-# in and out of it); measured 12.0-12.1 for bf16 and fp32 by bench/loss_memory.py (docs/benchmarks.md)
-LOGIT_BYTES = {2: 12, 4: 12}
-CUDA_OVERHEAD_GIB = 1.5
-FRAGMENTATION = 0.10
-USABLE_FRACTION = 0.92  # keep this much of a card's memory as the budget
-MAX_CLIP_SECONDS = 19.0  # the shard step's cap (pitfall: OOM on long clips)
-TEXT_TOKENS_PER_SECOND = 3.5  # English speech ~2.5 words/s at ~1.3 tokens/word, + <|im_end|>
-PROMPT_TOKENS = 32  # chat template turns, the prompt, the newline
-
-
-@dataclass(frozen=True)
-class GPU:
-    name: str
-    runpod_id: str
-    memory_gib: float
-    bf16_tflops: float  # dense peak, for MFU
-
-
-CATALOG = [
-    GPU("RTX 4090 24GB", "NVIDIA GeForce RTX 4090", 24, 165),
-    GPU("L4 24GB", "NVIDIA L4", 24, 121),
-    GPU("A40 48GB", "NVIDIA A40", 48, 150),
-    GPU("RTX A6000 48GB", "NVIDIA RTX A6000", 48, 155),
-    GPU("L40S 48GB", "NVIDIA L40S", 48, 362),
-    GPU("RTX 6000 Ada 48GB", "NVIDIA RTX 6000 Ada Generation", 48, 364),
-    GPU("A100 80GB", "NVIDIA A100 80GB PCIe", 80, 312),
-    GPU("A100 SXM 80GB", "NVIDIA A100-SXM4-80GB", 80, 312),
-    GPU("H100 PCIe 80GB", "NVIDIA H100 PCIe", 80, 756),
-    GPU("H100 SXM 80GB", "NVIDIA H100 80GB HBM3", 80, 989),
-    GPU("H100 NVL 94GB", "NVIDIA H100 NVL", 94, 835),
-    GPU("RTX PRO 6000 96GB", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 96, 500),
-    GPU("H200 141GB", "NVIDIA H200", 141, 989),
-    GPU("B200 180GB", "NVIDIA B200", 180, 2250),
-]
-
-
-# --------------------------------------------------------------------------- memory
-
-
-def zero_memory(frozen: int, trainable: int, *, stage: int, world: int, model_bytes: int = 2,
-                compute_bytes: int = 2, offload: bool = False) -> dict:
-    """Bytes per device for weights, gradients and AdamW states under ZeRO `stage` over `world`."""
-    if stage not in (0, 1, 2, 3):
-        raise ConfigError(f"deepspeed.zero_stage: must be 0, 1, 2 or 3, got {stage}")
-    n = max(1, world)
-    master = 4 if compute_bytes == 2 else 0  # fp32 master weights only when computing in 16 bit
-    return {
-        "frozen_weights": frozen * model_bytes / (n if stage == 3 else 1),
-        "trainable_weights": trainable * compute_bytes / (n if stage == 3 else 1),
-        "gradients": trainable * compute_bytes / (n if stage >= 2 else 1),
-        "optimizer_states": 0.0 if offload else trainable * (master + 8) / (n if stage >= 1 else 1),
-    }
-
-
-def clip_tokens(cfg: Config, seconds: float) -> tuple[int, int]:
-    """(sequence tokens, label tokens) of one clip of `seconds`."""
-    audio = encoder_family(cfg.model.audio_model_id).audio_token_count(int(seconds * 16000), cfg.model.projector_pool_stride)
-    labels = math.ceil(seconds * TEXT_TOKENS_PER_SECOND) + 1
-    return audio + PROMPT_TOKENS + labels, labels
-
-
-def step_memory(cfg: Config, shapes: Shapes, *, batch: int, world: int, clip_seconds: float,
-                device: str = "cuda") -> dict:
-    """Peak bytes per device for a micro-batch of `batch` clips of `clip_seconds` (the worst case)."""
-    if cfg.data.batching == "seconds" and cfg.data.batch_seconds > 0:
-        batch = max(1, int(cfg.data.batch_seconds // clip_seconds))
-    seq, labels = clip_tokens(cfg, clip_seconds)
-    return batch_memory(cfg, shapes, world=world, batch=batch, seq_len=seq, label_tokens=batch * labels,
-                        audio_seconds=batch * clip_seconds, device=device)
-
-
-def batch_memory(cfg: Config, shapes: Shapes, *, world: int, batch: int, seq_len: int, label_tokens: int,
-                 audio_seconds: float, device: str = "cuda") -> dict:
-    """Peak bytes per device for one step on `batch` sequences padded to `seq_len`, `label_tokens`
-    label positions in all, and `audio_seconds` (padded) through the encoder."""
-    tokens = batch * seq_len
-    chunked = batch * -(-seq_len // LINEAR_ATTN_CHUNK) * LINEAR_ATTN_CHUNK
-    t = cfg.training
-    compute = 2 if t.bf16 else 4
-    mem = zero_memory(shapes.frozen_params, shapes.trainable_params, stage=cfg.deepspeed.zero_stage, world=world,
-                      model_bytes=2 if (t.bf16 and cfg.model.model_dtype != "float32") else 4,
-                      compute_bytes=compute, offload=cfg.deepspeed.offload)
-    if t.gradient_checkpointing:
-        decoder = (tokens * shapes.ckpt_act_elems_per_token + chunked * shapes.ckpt_act_chunked_elems_per_token) * compute
-    else:
-        decoder = (tokens * shapes.act_elems_per_token + chunked * shapes.act_chunked_elems_per_token) * compute
-    encoder = audio_seconds * shapes.enc_frames_per_second * shapes.enc_act_elems_per_frame * compute
-    # a frozen encoder's transient is gone before the decoder's activations pile up; a trained
-    # encoder's saved activations stay until the backward reaches them
-    mem["activations"] = decoder + encoder if shapes.encoder_trained else max(decoder, encoder)
-    mem["logits"] = min(label_tokens, chunk_tokens(shapes.vocab_size)) * shapes.vocab_size * LOGIT_BYTES[compute]
-    dynamic = sum(mem.values())
-    mem["runtime_overhead"] = (CUDA_OVERHEAD_GIB * GIB + FRAGMENTATION * dynamic) if device == "cuda" else 0.0
-    mem["total"] = dynamic + mem["runtime_overhead"]
-    mem["tokens_per_device_batch"] = tokens
-    return mem
-
-
-def fit_batch(cfg: Config, shapes: Shapes, gpu: GPU, *, world: int, clip_seconds: float) -> tuple[int, int] | None:
-    """Largest per-device batch (and accumulation) that fits `gpu` and keeps the effective batch."""
-    t = cfg.training
-    effective = t.per_device_train_batch_size * t.gradient_accumulation_steps * world
-    budget = gpu.memory_gib * GIB * USABLE_FRACTION
-    b = t.per_device_train_batch_size * t.gradient_accumulation_steps
-    while b >= 1:
-        if effective % (b * world) == 0 and step_memory(cfg, shapes, batch=b, world=world, clip_seconds=clip_seconds)["total"] <= budget:
-            return b, effective // (b * world)
-        b = b // 2 if b > 1 else 0
-    return None
-
 
 # --------------------------------------------------------------------------- plan + report
 
 
 def _auto_fits(cfg: Config, shapes: Shapes, world: int, clip: float) -> list[dict]:
     """What per_device_train_batch_size=auto picks on each catalog GPU."""
-    from speechlm.plan.auto import pick
-
     fits = []
     for gpu in CATALOG:
         try:
@@ -192,8 +109,6 @@ def _auto_fits(cfg: Config, shapes: Shapes, world: int, clip: float) -> list[dic
 
 
 def make_plan(cfg: Config, world: int = 1) -> dict:
-    from speechlm.plan.auto import target_clips
-
     shapes = model_shapes(cfg)
     data = data_facts(cfg)
     clip = data["max_clip_seconds"] or MAX_CLIP_SECONDS
@@ -214,9 +129,6 @@ def make_plan(cfg: Config, world: int = 1) -> dict:
     stated = os.environ.get("SPEECHLM_DEVICE_MEMORY_GIB")  # what the trainer's auto would plan for
     device_pick = None
     if auto and stated:
-        from speechlm.plan.auto import pick
-        from speechlm.train.autobatch import device_memory_gib
-
         p = pick(cfg, shapes, device_memory_gib()[0], world=world, clip_seconds=clip)
         device_pick = {"device_memory_gib": p.device_gib, "per_device_train_batch_size": p.micro,
                        "gradient_accumulation_steps": p.accumulation,
@@ -230,20 +142,19 @@ def make_plan(cfg: Config, world: int = 1) -> dict:
                    "gradient_checkpointing": t.gradient_checkpointing,
                    "effective_batch": target_clips(cfg) * world,
                    "worst_clip_seconds": clip},
-        "params": {k: v for k, v in asdict(shapes).items() if k.endswith("_params")},
+        "params": {k: v for k, v in vars(shapes).items() if k.endswith("_params")},
         "sources": shapes.sources,
         "memory_bytes": mem,
         "disk_bytes": disk(cfg, shapes, data),
         "data_unknown": data["unknown"],
-        "kernels_assumed": assumed_kernels(shapes),
+        "kernels_assumed": assumed_kernels(shapes, make_loss(t)),
         "gpus": fits,
     }
 
 
-def assumed_kernels(shapes: Shapes) -> dict:
+def assumed_kernels(shapes: Shapes, loss=None) -> dict:
     """The kernel case the memory model assumes; the trainer logs the real one at start."""
-    out = {"fused_loss": f"chunked torch cross-entropy, {chunk_tokens(shapes.vocab_size)} label tokens of logits "
-                         "at a time (an upper bound for Liger's fused kernel)"}
+    out = {"fused_loss": (loss or ChunkedCrossEntropy()).describe(shapes.vocab_size)}
     if shapes.act_chunked_elems_per_token:
         out["linear_attention"] = "transformers' torch reference kernels (flash-linear-attention not assumed)"
     return out

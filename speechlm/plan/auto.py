@@ -16,10 +16,15 @@ On CUDA the trainer then runs the picked batch once (speechlm.train.autobatch) a
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass
 
-from speechlm.config import Config, ConfigError
+import torch
 
+from speechlm.config import Config, ConfigError
+from speechlm.plan.memory import GIB, USABLE_FRACTION, clip_tokens, step_memory
+
+ENV = "SPEECHLM_DEVICE_MEMORY_GIB"
 EFFICIENT_TOKENS = 8192  # worst-case tokens per micro batch from which checkpointing is not worth it
 
 
@@ -37,6 +42,24 @@ class BatchPick:
     def describe(self) -> str:
         return (f"micro batch {self.micro} x accumulation {self.accumulation}, gradient checkpointing "
                 f"{'on' if self.gradient_checkpointing else 'off'}: {self.reason}")
+
+
+def device_memory_gib() -> tuple[float, str]:
+    """(GiB to plan for, where that number came from): SPEECHLM_DEVICE_MEMORY_GIB, else the CUDA card's."""
+    stated = os.environ.get(ENV)
+    if stated:
+        try:
+            gib = float(stated)
+        except ValueError:
+            gib = 0.0
+        if not gib > 0:
+            raise ConfigError(f"{ENV}: expected the device memory in GiB (a number > 0), got {stated!r}")
+        return gib, f"{ENV}={stated}"
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", "0")))
+        return props.total_memory / 2**30, props.name
+    raise ConfigError(f"training.per_device_train_batch_size=auto: no CUDA device to size the batch for; "
+                      f"state the memory to plan for ({ENV}=GiB) or give a number")
 
 
 def target_clips(cfg: Config) -> int:
@@ -62,8 +85,6 @@ def _with(cfg: Config, micro: int, checkpointing: bool) -> Config:
 
 
 def step_bytes(cfg: Config, shapes, micro: int, checkpointing: bool, *, world: int, clip_seconds: float) -> float:
-    from speechlm.plan import step_memory
-
     return step_memory(_with(cfg, micro, checkpointing), shapes, batch=micro, world=world,
                        clip_seconds=clip_seconds)["total"]
 
@@ -79,11 +100,9 @@ def largest_fit(cfg: Config, shapes, budget: float, checkpointing: bool, *, worl
 
 def pick(cfg: Config, shapes, device_gib: float, *, world: int, clip_seconds: float) -> BatchPick:
     """The auto batch for a device of `device_gib` (see the module docstring); ConfigError if none fits."""
-    from speechlm.plan import GIB, USABLE_FRACTION, clip_tokens
-
     target = target_clips(cfg)
     budget = device_gib * GIB * USABLE_FRACTION
-    tokens = clip_tokens(cfg, clip_seconds)[0]
+    tokens = clip_tokens(cfg, clip_seconds, shapes.family)[0]
     common = dict(device_gib=device_gib, worst_clip_seconds=clip_seconds)
     on = largest_fit(cfg, shapes, budget, True, world=world, clip_seconds=clip_seconds)
     if cfg.training.gradient_checkpointing:

@@ -6,7 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from speechlm.config import Config, REPO_ROOT
+from speechlm.config import REPO_ROOT, Config
+from speechlm.data import remote
 from speechlm.plan.models import Shapes, _offline
 
 GIB = 1024**3
@@ -22,8 +23,6 @@ def _manifest(path: str) -> tuple[Path, dict] | None:
 
 
 def _remote_manifest(url: str) -> dict | None:
-    from speechlm.data import remote
-
     try:
         return json.loads(remote.read_bytes(remote.join(url, "manifest.json"), remote.RemoteIO(retries=1, timeout_s=10)))
     except (OSError, ValueError):  # unreachable or not there: the set's size is reported as unknown
@@ -33,12 +32,10 @@ def _remote_manifest(url: str) -> dict | None:
 def data_facts(cfg: Config) -> dict:
     """Shard bytes and the longest clip, from the built shards' manifests where they exist. A set at
     a URL stays there: it takes local disk only through data.cache_dir (at most data.cache_max_gb)."""
-    from speechlm.data.remote import is_url
-
     out = {"shard_bytes": 0, "max_clip_seconds": None, "unknown": []}
     remote_bytes = 0.0
     for ds in {d.path: d for d in cfg.data.train + cfg.data.eval}.values():
-        if is_url(ds.path):
+        if remote.is_url(ds.path):
             root, man = None, _remote_manifest(ds.path)
             if man is None:
                 out["unknown"].append(ds.path)
@@ -59,7 +56,7 @@ def data_facts(cfg: Config) -> dict:
                 out["max_clip_seconds"] = max(out["max_clip_seconds"] or 0, longest)
     if cfg.data.cache_dir:
         out["shard_bytes"] += min(remote_bytes, cfg.data.cache_max_gb * GIB)
-    missing = [d.path for d in cfg.data.train + cfg.data.eval if not is_url(d.path) and not _manifest(d.path)]
+    missing = [d.path for d in cfg.data.train + cfg.data.eval if not remote.is_url(d.path) and not _manifest(d.path)]
     if missing:  # not built yet: size the build from its sources' Hub metadata
         source = _source_bytes(cfg.data.recipe)
         if source is None:

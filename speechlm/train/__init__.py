@@ -2,7 +2,7 @@
 
 
 def main(argv=None) -> int:
-    from speechlm.train.loop import main as _main
+    from speechlm.train.loop import main as _main  # the loop pulls deepspeed: `speechlm.train.x` stays light
 
     return _main(argv)
 

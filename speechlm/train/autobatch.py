@@ -17,42 +17,25 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from pathlib import Path
 
 import torch
 
 from speechlm.config import Config, ConfigError
-from speechlm.plan.auto import BatchPick, divisors_down, pick, step_bytes, target_clips
+from speechlm.data import Collator
+from speechlm.plan.auto import ENV, BatchPick, device_memory_gib, divisors_down, pick, step_bytes, target_clips  # noqa: F401
+from speechlm.plan.disk import data_facts
+from speechlm.plan.memory import MAX_CLIP_SECONDS, TEXT_TOKENS_PER_SECOND, zero_memory
+from speechlm.plan.models import model_shapes
+from speechlm.train.checkpoint import CheckpointManager
 
 log = logging.getLogger("speechlm.train")
 
-ENV = "SPEECHLM_DEVICE_MEMORY_GIB"
 WORDS = "the quick brown fox jumps over the lazy dog".split()
-
-
-def device_memory_gib() -> tuple[float, str]:
-    """(GiB to plan for, where that number came from)."""
-    stated = os.environ.get(ENV)
-    if stated:
-        try:
-            gib = float(stated)
-        except ValueError:
-            gib = 0.0
-        if not gib > 0:
-            raise ConfigError(f"{ENV}: expected the device memory in GiB (a number > 0), got {stated!r}")
-        return gib, f"{ENV}={stated}"
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", "0")))
-        return props.total_memory / 2**30, props.name
-    raise ConfigError(f"training.per_device_train_batch_size=auto: no CUDA device to size the batch for; "
-                      f"state the memory to plan for ({ENV}=GiB) or give a number")
 
 
 def _recorded(cfg: Config) -> dict | None:
     """The resolved training values of the checkpoint this run resumes from, if any."""
-    from speechlm.train.checkpoint import CheckpointManager
-
     t = cfg.training
     if not t.resume_from_checkpoint:
         return None
@@ -79,21 +62,29 @@ def apply(cfg: Config, p: BatchPick) -> None:
 
 def resolve(cfg: Config, world: int) -> BatchPick | None:
     """Step 1 (and 3): set the training config's micro batch, accumulation and checkpointing."""
-    from speechlm.plan import MAX_CLIP_SECONDS, data_facts, model_shapes
+    if cfg.training.per_device_train_batch_size != "auto":
+        return None
+    return decide(cfg, world, _recorded(cfg))
 
+
+def decide(cfg: Config, world: int, recorded: dict | None, device_memory: tuple[float, str] | None = None
+           ) -> BatchPick | None:
+    """Steps 1 and 3 from what the caller read: `recorded`, the resumed checkpoint's training values
+    (with its "path"), or None; `device_memory` as `device_memory_gib()` gives it (asked when None)."""
     t = cfg.training
     if t.per_device_train_batch_size != "auto":
         return None
     target = target_clips(cfg)
-    rec = _recorded(cfg)
-    if rec and rec["per_device_train_batch_size"] * rec.get("gradient_accumulation_steps", 1) == target:
+    rec = recorded
+    if rec and isinstance(rec.get("per_device_train_batch_size"), int) and \
+            rec["per_device_train_batch_size"] * rec.get("gradient_accumulation_steps", 1) == target:
         p = BatchPick(rec["per_device_train_batch_size"], rec["gradient_accumulation_steps"],
                       bool(rec.get("gradient_checkpointing")), device_gib=float("nan"), worst_clip_seconds=float("nan"),
                       peak_bytes=float("nan"), reason=f"as recorded by the checkpoint resumed ({rec['path']})")
         apply(cfg, p)
         log.warning("per_device_train_batch_size=auto: %s", p.describe())
         return p
-    gib, source = device_memory_gib()
+    gib, source = device_memory or device_memory_gib()
     clip = data_facts(cfg)["max_clip_seconds"] or MAX_CLIP_SECONDS
     p = pick(cfg, model_shapes(cfg), gib, world=world, clip_seconds=clip)
     apply(cfg, p)
@@ -104,21 +95,16 @@ def resolve(cfg: Config, world: int) -> BatchPick | None:
 
 def worst_batch(cfg: Config, model, micro: int, clip_seconds: float) -> dict:
     """`micro` clips of the longest length with transcripts as long as the plan assumes, collated."""
-    from speechlm.data import Collator
-    from speechlm.plan import TEXT_TOKENS_PER_SECOND
-
     words = math.ceil(clip_seconds * TEXT_TOKENS_PER_SECOND)
     sentence = " ".join(WORDS[i % len(WORDS)] for i in range(words))
     rng = torch.Generator().manual_seed(0)
     audio = (0.1 * torch.randn(int(clip_seconds * 16000), generator=rng)).numpy()
-    collate = Collator.from_config(cfg, model.tokenizer)
+    collate = Collator.from_config(cfg, model.tokenizer, family=model.family)
     return collate([{"audio": audio, "text": sentence, "id": f"auto-batch-{i}"} for i in range(micro)])
 
 
 def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) -> BatchPick:
     """Step 2: run the worst case once on the device; halve the micro batch on OOM. CUDA only."""
-    from speechlm.plan import model_shapes, zero_memory
-
     if device.type != "cuda" or p.device_gib != p.device_gib:  # no CUDA, or values from a checkpoint
         return p
     if cfg.deepspeed.zero_stage == 3:  # the probe holds every weight; ZeRO-3 will hold 1/N of them

@@ -22,8 +22,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from speechlm.config import ConfigError
 from speechlm.fsutil import atomic_write as atomic_write_text
 from speechlm.fsutil import fsync_dir as _fsync_dir
+from speechlm.train import elastic
 
 log = logging.getLogger("speechlm.train")
 
@@ -148,8 +150,8 @@ def _write_transformers_export(folder: Path, card: dict) -> None:
     """The transformers-native export beside speechlm's files, in the same folder (pushed as it is).
     Built from the files just written (a reload on rank 0), so it holds exactly what they hold, also
     under ZeRO-3 where no rank has the whole model in memory."""
-    from speechlm.export import write_export
-    from speechlm.model.io import from_pretrained
+    from speechlm.export import write_export  # the export's code generator: only when exporting
+    from speechlm.model.io import from_pretrained  # the model stack: only when exporting
 
     write_export(from_pretrained(folder), folder, card=card)
 
@@ -157,10 +159,20 @@ def _write_transformers_export(folder: Path, card: dict) -> None:
 # --------------------------------------------------------------------------- manager
 
 
+def _self_export(model, path: str) -> None:
+    model.save_pretrained(path)
+
+
 class CheckpointManager:
-    def __init__(self, run_dir: str | Path, save_total_limit: int | None = None, export_card: dict | None = None):
+    """`export(model, dir)` writes the Hugging Face export every checkpoint holds (pitfall 9): the
+    trainer hands it speechlm.model.io.save_pretrained; by default a model saves itself. With
+    `export_card` (a dict) rank 0 then adds the transformers-native export to the same folder."""
+
+    def __init__(self, run_dir: str | Path, save_total_limit: int | None = None, export=_self_export,
+                 export_card: dict | None = None):
         self.dir = Path(run_dir) / "checkpoints"
         self.limit = save_total_limit
+        self.export = export
         # None: speechlm's own files only; a dict: also the transformers export, with this model card info
         self.export_card = export_card
         self.rank, self.world = _world()
@@ -188,8 +200,6 @@ class CheckpointManager:
                 step = cand.parent / cand.read_text().strip()
                 if (step / "trainer_state.json").is_file():
                     return step
-        from speechlm.config import ConfigError
-
         raise ConfigError(f"training.resume_from_checkpoint: no complete checkpoint at {spec}")
 
     def steps(self) -> list[tuple[int, Path]]:
@@ -220,7 +230,7 @@ class CheckpointManager:
                 ok, err = False, repr(e)
         if _all_ok(ok):
             try:  # collective: under ZeRO-3 the model gathers its shards on every rank; rank 0 writes
-                model.save_pretrained(str(tmp / "model"))
+                self.export(model, str(tmp / "model"))
             except Exception as e:  # safetensors' writer errors are not OSErrors either
                 ok, err = False, repr(e)
         if _all_ok(ok) and self.rank == 0 and self.export_card is not None:
@@ -298,8 +308,6 @@ class CheckpointManager:
 
     def universal(self, path: Path) -> Path:
         """Collective: `path`'s DeepSpeed state as a universal checkpoint (rank 0 converts it once)."""
-        from speechlm.train import elastic
-
         out = path / elastic.UNIVERSAL_DIR
         ok, err = True, ""
         if self.rank == 0 and not (out / DS_TAG).is_dir():
@@ -321,8 +329,6 @@ class CheckpointManager:
         engine must have been built with `"checkpoint": {"load_universal": true}`); every rank's
         reader state is the same, and a rank the saving run did not have takes rank 0's RNG state
         (all ranks start from the same seed anyway)."""
-        from speechlm.train import elastic
-
         state = self.read_state(path)
         universal = state["world_size"] != self.world
         folder = self.universal(path) if universal else path / "ds"

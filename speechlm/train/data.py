@@ -6,8 +6,12 @@ import os
 import time
 from pathlib import Path
 
+from speechlm import text
 from speechlm.config import REPO_ROOT, Config, ConfigError
+from speechlm.data import Collator, EvalLoader, TrainLoader
+from speechlm.data.loader import check_sets_for_encoder
 from speechlm.data.remote import is_url
+from speechlm.model import ids
 
 log = logging.getLogger("speechlm.train")
 
@@ -36,7 +40,7 @@ def ensure_shards(cfg: Config) -> None:
     if not cfg.data.recipe:
         raise ConfigError(f"data.train: no shards at {missing[0]} and no data.recipe to build them from")
     if int(os.environ.get("RANK", "0")) == 0:
-        from speechlm import shard
+        from speechlm import shard  # the shard builder and its audio/text tooling: only when shards are missing
 
         recipe = _recipe_path(cfg.data.recipe)
         for out in missing:
@@ -53,24 +57,18 @@ def ensure_shards(cfg: Config) -> None:
         time.sleep(2)
 
 
-def check_encoder_limits(cfg: Config) -> None:
-    """Shard sets with clips longer than the encoder takes (Whisper: 30 s) stop the run here, at start."""
-    from speechlm.data.loader import check_sets_for_encoder
-    from speechlm.model.encoders import family_for
-
-    check_sets_for_encoder(cfg, family_for(cfg.model.audio_model_id, cfg.model.trust_remote_code))
+def check_encoder_limits(cfg: Config, family) -> None:
+    """Shard sets with clips longer than the run's encoder family takes (Whisper: 30 s) stop the run
+    here, at start."""
+    check_sets_for_encoder(cfg, family)
 
 
 def make_loaders(cfg: Config, model, rank: int, world: int):
     """TrainLoader and EvalLoader (None without data.eval) with the model's tokenizer."""
-    from speechlm.data import Collator, EvalLoader, TrainLoader
-
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
-        from speechlm import text, tiny
-
-        tokenizer = text.load_tokenizer(tiny.resolve(cfg.model.text_model_id), cfg.model.audio_token)
-    collator = Collator.from_config(cfg, tokenizer)
+        tokenizer = text.load_tokenizer(ids.resolve(cfg.model.text_model_id), cfg.model.audio_token)
+    collator = Collator.from_config(cfg, tokenizer, family=getattr(model, "family", None))  # resolved once per run
     train = TrainLoader.from_config(cfg, collator, rank=rank, world_size=world)
     ev = EvalLoader.from_config(cfg, collator, rank=rank, world_size=world) if cfg.data.eval else None
     return train, ev

@@ -18,16 +18,21 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from transformers import set_seed
 
 from speechlm import config as config_mod
 from speechlm.config import Config, ConfigError
-from speechlm.train import autobatch
+from speechlm.model.build import build_model, make_loss, trainable_parts
+from speechlm.model.encoders import family_for
+from speechlm.model.io import save_pretrained
+from speechlm.model.kernels import log_kernels
+from speechlm.model.parts import preflight
+from speechlm.train import autobatch, elastic, optim
 from speechlm.train import checkpoint as ckpt_mod
-from speechlm.train import elastic
 from speechlm.train import engine as engine_mod
-from speechlm.train import optim
 from speechlm.train.data import check_encoder_limits, ensure_shards, make_loaders
 from speechlm.train.metrics import Metrics, peak_memory_gb, setup_logging
+from speechlm.train.run import resolve_run
 
 log = logging.getLogger("speechlm.train")
 
@@ -80,40 +85,32 @@ class Trainer:
     def setup(self) -> None:
         cfg, t = self.cfg, self.t
         engine_mod.default_launcher_env()
-        self.check_config()
+        self.check_config()  # resolves the run's encoder family once: self.family
         ensure_shards(cfg)  # before any collective: building data must not time out NCCL (pitfall 7)
-        check_encoder_limits(cfg)  # e.g. Whisper's 30 s, from the manifests: before any model loads
+        check_encoder_limits(cfg, self.family)  # e.g. Whisper's 30 s, from the manifests: before any model loads
         self.rank, self.world, self.device = engine_mod.init_distributed()
         setup_logging(self.rank)
-        name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
-        self.cfg = cfg = engine_mod.resolve_precision(cfg, engine_mod.bf16_supported(self.device), name)
-        self.t = t = cfg.training
-        # per_device_train_batch_size=auto: by the plan, for this device and the longest clip in the shards
-        self.auto = autobatch.resolve(cfg, self.world)
-        ds_cfg = engine_mod.build_ds_config(cfg, self.world)  # config mistakes surface before any loading
-        from transformers import set_seed
-
         set_seed(t.seed)
         self.run_dir = self._run_dir()
-        card = {"repo": t.hub_model_id or "PATH_OR_REPO", "data": [{"name": Path(d.path).name, "split": d.split} for d in cfg.data.train],
+        card = {"repo": t.hub_model_id or "PATH_OR_REPO",
+                "data": [{"name": Path(d.path).name, "split": d.split} for d in cfg.data.train],
                 "recipe": {"learning rate (projector / LoRA)": f"{t.learning_rate:g} / {t.decoder_learning_rate:g}",
                            "ZeRO stage": cfg.deepspeed.zero_stage}}
-        self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit,
+        self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit, export=save_pretrained,
                                                export_card=card if t.export_transformers else None)
         resume = self.ckpt.resolve(t.resume_from_checkpoint)
         saved = self.ckpt.read_state(resume) if resume is not None else None
-        self.configured_accumulation = t.gradient_accumulation_steps
-        elastic_line = None
-        if saved is not None:  # another world size: keep the effective batch, load ZeRO state via universal
-            elastic_line = elastic.fit_accumulation(t, saved, self.world)
-        from speechlm.model import build_model
-
-        self.model = build_model(cfg)
-        if self.auto is not None:  # on CUDA: the worst case once, halving on OOM, before the engine exists
-            self.auto = autobatch.probe(cfg, self.model, self.auto, self.device, self.world)
-        ds_cfg = engine_mod.build_ds_config(cfg, self.world)  # again: auto batch and elastic resume may adjust t
-        if saved is not None and saved["world_size"] != self.world:
-            ds_cfg["checkpoint"] = {**ds_cfg.get("checkpoint", {}), "load_universal": True}
+        name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
+        memory = autobatch.device_memory_gib() if t.per_device_train_batch_size == "auto" else None
+        run = resolve_run(cfg, world=self.world, device_name=name, bf16_supported=engine_mod.bf16_supported(self.device),
+                          saved=saved, saved_path=resume, device_memory=memory)
+        self.cfg = cfg = run.cfg
+        self.t = t = cfg.training
+        self.configured_accumulation = run.configured_accumulation
+        self.model = build_model(cfg, family=self.family)
+        if run.auto is not None:  # on CUDA: the worst case once, halving on OOM, before the engine exists
+            run = run.with_pick(autobatch.probe(cfg, self.model, run.auto, self.device, self.world))
+        self.auto, self.settings = run.auto, run
         self.train_loader, self.eval_loader = make_loaders(cfg, self.model, self.rank, self.world)
         ga = t.gradient_accumulation_steps
         self.steps_per_epoch = self.train_loader.steps_per_epoch // ga
@@ -126,10 +123,8 @@ class Trainer:
             self.total_steps = saved["total_steps"]  # the LR schedule keeps its length in optimizer steps
         self.optimizer = optim.build_optimizer(self.model, t)
         self.scheduler = optim.build_scheduler(self.optimizer, t, self.total_steps)
-        self.engine = engine_mod.build_engine(self.model, self.optimizer, self.scheduler, ds_cfg)
-        from speechlm.model.kernels import log_kernels  # after the engine: ZeRO-3 partitioning decides the loss kernel
-
-        log_kernels(self.model, self.device)
+        self.engine = engine_mod.build_engine(self.model, self.optimizer, self.scheduler, run.ds_config)
+        log_kernels(self.model, self.device)  # after the engine: ZeRO-3 partitioning decides the loss kernel
         self.step, self.epoch = 0, 0
         if resume is not None:
             state, mine = self.ckpt.load(resume, self.engine)
@@ -142,16 +137,16 @@ class Trainer:
         if t.push_to_hub and self.rank == 0:
             if not t.hub_model_id:
                 raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
-            from speechlm.train.hub import HubUploader
+            from speechlm.train.hub import HubUploader  # huggingface_hub's upload machinery: only when pushing
 
             self.hub = HubUploader(t.hub_model_id, private=t.hub_private_repo)
         if self.rank == 0:
             config_mod.dump(cfg, self.run_dir / "config.yaml")
         self.metrics = Metrics(cfg, self.run_dir, self.rank, self.total_steps, self.step)
         self.ledger = open(self.run_dir / f"clips.rank{self.rank}.jsonl", "a")
-        effective = t.per_device_train_batch_size * t.gradient_accumulation_steps * self.world
-        if elastic_line:
-            self.metrics.line(elastic_line)
+        effective = run.effective_batch
+        if run.elastic_line:
+            self.metrics.line(run.elastic_line)
         self.metrics.line(f"run {self.run_dir}: world {self.world} x micro batch {t.per_device_train_batch_size} x "
                           f"accumulation {t.gradient_accumulation_steps} = effective batch {effective}; "
                           f"{self.total_steps} steps ({self.steps_per_epoch}/epoch); ZeRO-{cfg.deepspeed.zero_stage}"
@@ -162,8 +157,6 @@ class Trainer:
     def check_config(self) -> None:
         """Mistakes that need a file (ds JSON) or the model package, found before shards, process
         group or model are built, so a bad command fails in seconds with one line."""
-        from speechlm.model.build import trainable_parts
-
         if not self.cfg.data.train:
             raise ConfigError("data.train: no shard sets given")
         world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -176,13 +169,14 @@ class Trainer:
         else:
             engine_mod.build_ds_config(self.cfg, world)
         trainable_parts(self.cfg.model, self.t)
+        make_loss(self.t)
         if self.t.resume_from_checkpoint not in (None, "auto"):  # an explicit path must hold a checkpoint
             ckpt_mod.CheckpointManager(".").resolve(self.t.resume_from_checkpoint)
         if self.t.push_to_hub and not self.t.hub_model_id:
             raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
-        from speechlm.model.loading import preflight
-
-        preflight(self.cfg.model)  # every pretrained weight accounted for, on the meta device
+        mcfg = self.cfg.model
+        self.family = family_for(mcfg.audio_model_id, mcfg.trust_remote_code)  # the run's, once
+        preflight(mcfg, self.family)  # every pretrained weight accounted for, on the meta device
 
     def _run_dir(self) -> Path:
         name = self.t.run_name

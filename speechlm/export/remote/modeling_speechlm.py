@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from .configuration_speechlm import SpeechLMConfig
-from .speechlm_core import FAMILIES, Projector, SpeechLM
+from .speechlm_core import FAMILIES, Projector, SpeechLM, TokenLoss
 from .speechlm_longform import transcribe_long
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -47,7 +47,9 @@ class SpeechLMForASR(PreTrainedModel):
         if tokenizer is None:
             tokenizer = AutoTokenizer.from_pretrained(config._name_or_path, config=config)
         self.tokenizer = tokenizer
-        self.model = SpeechLM(SimpleNamespace(**s), encoder, projector, decoder, tokenizer, family, {}, bf16=config.bf16)
+        # inference only: the training loss (and its optional CUDA kernels) does not travel
+        self.model = SpeechLM(SimpleNamespace(**s), encoder, projector, decoder, tokenizer, family, {},
+                              bf16=config.bf16, loss=TokenLoss())
         self.post_init()
         # dtypes as speechlm has them (docs/design.md): LoRA in fp32 beside a bf16 base, the projector in
         # its own dtype, and nothing else kept apart (speechlm casts Granite's BatchNorm with its encoder)

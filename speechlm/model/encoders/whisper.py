@@ -16,9 +16,9 @@ ceil(mel / 2), 50 per second; a clip of N samples has ceil(N / 160) mel frames.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
+from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 from transformers import WhisperConfig
@@ -26,17 +26,13 @@ from transformers.audio_utils import mel_filter_bank
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.models.whisper.modeling_whisper import WhisperEncoder
 
-from speechlm import tiny
-from speechlm.config import ConfigError
-from speechlm.model.encoders import EncoderFamily
-from speechlm.model.loading import load_pretrained
+from .base import SAMPLE_RATE, EncoderFamily, LogMelFeatures
 
 log = logging.getLogger(__name__)
-SAMPLE_RATE = 16000
 
 
 @dataclass
-class WhisperFeatures:
+class WhisperFeatures(LogMelFeatures):
     """transformers.WhisperFeatureExtractor's log-mel in torch, per clip, without padding to 30 s.
 
     Each clip's frames are those the stock extractor gives it padded with silence to 30 s (its
@@ -46,12 +42,7 @@ class WhisperFeatures:
     Output is time-major like every family's: [B, T, num_mel_bins].
     """
 
-    num_mel_bins: int = 80
-    sampling_rate: int = SAMPLE_RATE
-    n_fft: int = 400
-    hop_length: int = 160
     chunk_length: int = 30  # seconds: the encoder's positional embeddings end there
-    padding_value: float = 0.0
 
     def __post_init__(self):
         fb = mel_filter_bank(
@@ -77,22 +68,12 @@ class WhisperFeatures:
     def frames_per_second(self) -> float:
         return self.sampling_rate / self.hop_length
 
-    @property
-    def min_samples(self) -> int:
-        return self.hop_length
-
     def num_feature_frames(self, num_samples: int) -> int:
         return -(-int(num_samples) // self.hop_length)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "WhisperFeatures":
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown Whisper feature settings: {sorted(unknown)}")
-        return cls(**d)
+    def too_long(self, i: int, num_samples: int) -> str:
+        return (f"clip {i}: {num_samples / self.sampling_rate:.2f} s is longer than the Whisper "
+                f"encoder's {self.chunk_length} s limit")
 
     @torch.no_grad()
     def extract(self, audio: torch.Tensor, lengths: list[int]) -> torch.Tensor:
@@ -113,29 +94,6 @@ class WhisperFeatures:
         mx = logmel[:, : self.max_frames].amax(dim=(-2, -1), keepdim=True)
         logmel = (torch.maximum(logmel, mx - 8.0) + 4.0) / 4.0
         return logmel[:, :frames].contiguous()
-
-    def __call__(self, waves: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Clips (1-D float arrays at 16 kHz) -> (input_features [B, T, n_mels] float32, feature_mask [B, T] long)."""
-        if len(waves) == 0:
-            raise ValueError("WhisperFeatures got an empty batch")
-        lengths = []
-        for i, w in enumerate(waves):
-            a = np.asarray(w)
-            if a.ndim != 1:
-                raise ValueError(f"clip {i}: expected 1-D mono audio, got shape {a.shape}")
-            if a.shape[0] < self.min_samples:
-                raise ValueError(f"clip {i}: {a.shape[0]} samples is shorter than one hop ({self.hop_length})")
-            if a.shape[0] > self.max_samples:
-                raise ValueError(f"clip {i}: {a.shape[0] / self.sampling_rate:.2f} s is longer than the Whisper "
-                                 f"encoder's {self.chunk_length} s limit")
-            lengths.append(a.shape[0])
-        buf = np.full((len(waves), max(lengths)), self.padding_value, dtype=np.float32)
-        for i, w in enumerate(waves):
-            buf[i, : lengths[i]] = w
-        feats = self.extract(torch.from_numpy(buf), lengths)
-        counts = torch.tensor([self.num_feature_frames(n) for n in lengths])
-        mask = (torch.arange(feats.shape[1])[None, :] < counts[:, None]).long()
-        return feats, mask
 
 
 class VarLenWhisperEncoder(WhisperEncoder):
@@ -189,30 +147,20 @@ class VarLenWhisperEncoder(WhisperEncoder):
         return out
 
 
-_LOGGED_DECODER_SKIP: set[str] = set()
-
-
-def load_whisper_encoder(path: str, config: WhisperConfig, dtype: torch.dtype) -> VarLenWhisperEncoder:
-    """The one place Whisper weights are read: the encoder's keys under either checkpoint class's
-    prefix map onto the bare encoder; the decoder's are ignored (see VarLenWhisperEncoder)."""
-    if path not in _LOGGED_DECODER_SKIP:
-        _LOGGED_DECODER_SKIP.add(path)
-        log.info("%s: loading only the Whisper encoder; the checkpoint's decoder weights are ignored on purpose", path)
-    return load_pretrained(
-        VarLenWhisperEncoder, path, "encoder", config=config, dtype=dtype, attn_implementation="sdpa",
-        key_mapping={r"^model\.encoder\.": "", r"^encoder\.": ""},
-    )
-
-
 class WhisperFamily(EncoderFamily):
     name = "whisper"
-    model_types = ("whisper",)
     max_seconds = 30.0
+    # the encoder's keys under either checkpoint class's prefix map onto the bare encoder; the
+    # decoder's are ignored on purpose (VarLenWhisperEncoder._keys_to_ignore_on_load_unexpected)
+    pretrained_class = VarLenWhisperEncoder
+    load_kwargs = {"key_mapping": {r"^model\.encoder\.": "", r"^encoder\.": ""}}
+    unused_checkpoint_keys = ("decoder.", "proj_out")  # the planner counts only the encoder's tensors
+    _logged_decoder_skip: set[str] = set()
 
     @staticmethod
     def encoder_config(config) -> WhisperConfig:
         if not isinstance(config, WhisperConfig):
-            raise ConfigError(f"model.audio_model_id: expected a Whisper config, got model_type '{config.model_type}'")
+            raise ValueError(f"expected a Whisper config, got model_type '{config.model_type}'")
         return config
 
     def __init__(self, config, features_settings: dict | None = None):
@@ -222,6 +170,10 @@ class WhisperFamily(EncoderFamily):
     @property
     def hidden_size(self) -> int:
         return int(self.config.d_model)
+
+    @property
+    def ffn_size(self) -> int:
+        return int(self.config.encoder_ffn_dim)
 
     def make_features(self, settings: dict | None) -> WhisperFeatures:
         if settings:
@@ -233,16 +185,32 @@ class WhisperFamily(EncoderFamily):
     def conv_layers(self) -> list[list[int]]:
         return [[1, 3, 1], [1, 3, 2]]
 
-    def load(self, model_id: str, dtype: torch.dtype, trust_remote_code: bool = False) -> VarLenWhisperEncoder:
-        return load_whisper_encoder(tiny.resolve(model_id), self.config, dtype)
-
-    def meta_encoder(self) -> VarLenWhisperEncoder:
-        with torch.device("meta"):
-            return VarLenWhisperEncoder(self.config)
+    def after_load(self, encoder, dtype: torch.dtype) -> VarLenWhisperEncoder:
+        path = str(encoder.config.name_or_path)
+        if path not in self._logged_decoder_skip:
+            self._logged_decoder_skip.add(path)
+            log.info("%s: loaded only the Whisper encoder; the checkpoint's decoder weights are ignored on purpose", path)
+        return encoder
 
     def encode(self, encoder, input_features, feature_mask):
         out = encoder(input_features.transpose(1, 2), attention_mask=feature_mask)
         return out.last_hidden_state, out.attention_mask.sum(-1)
+
+    @staticmethod
+    def build_tiny(out: Path) -> None:
+        """The tiny twin: a small `WhisperForConditionalGeneration` (the class of the `openai/whisper-*`
+        checkpoints; only its encoder is loaded), with 30 s of positions like the real ones."""
+        from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
+
+        torch.manual_seed(0)
+        cfg = WhisperConfig(
+            vocab_size=64, num_mel_bins=80, d_model=64, encoder_layers=2, encoder_attention_heads=4,
+            decoder_layers=1, decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+            max_source_positions=1500, max_target_positions=32, pad_token_id=0, bos_token_id=1,
+            eos_token_id=1, decoder_start_token_id=2, begin_suppress_tokens=None, suppress_tokens=None,
+        )
+        WhisperForConditionalGeneration(cfg).save_pretrained(out)
+        WhisperFeatureExtractor(feature_size=80).save_pretrained(out)
 
 
 FAMILY = WhisperFamily
