@@ -67,6 +67,7 @@ def main(argv=None):
     ap.add_argument("--data", default="shards/synthetic")
     ap.add_argument("--windows", type=float, nargs="+", default=[10.0, 20.0, 30.0])
     ap.add_argument("--overlap", type=float, default=2.0)
+    ap.add_argument("--strategies", nargs="+", default=None, help="default: all (speechlm.longform.STRATEGIES)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -92,7 +93,7 @@ def main(argv=None):
     rows = [{"setting": "one sentence at a time", "wer": round(base["wer"], 4), "ratio": 1.0,
              "deletions": base["deletions"], "insertions": base["insertions"]}]
     print(json.dumps(rows[-1]), flush=True)
-    for strategy in longform.STRATEGIES:
+    for strategy in args.strategies or longform.STRATEGIES:
         for window in args.windows:
             if window > limit:
                 continue

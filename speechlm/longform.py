@@ -76,11 +76,13 @@ def _norm(word: str) -> str:
     return "".join(c for c in word.lower() if c.isalnum())
 
 
-def merge_seam(left: list[str], right: list[str], max_words: int = 12) -> list[str]:
+def merge_seam(left: list[str], right: list[str], max_words: int = 8) -> list[str]:
     """Join two word lists whose ends overlap in audio: find the longest run of words the end of
     `left` and the start of `right` agree on (case and punctuation ignored) and join there, keeping
-    `left` up to the middle of the run and `right` after it. No agreement: plain concatenation
-    (the overlap held no whole word)."""
+    `left` up to the middle of the run and `right` after it. The run must end within the last few
+    words of `left` and start within the first `max_words` of `right` (the overlap holds a few words,
+    and a lone common word further in, "the", is no evidence); a single-word run counts only right at
+    both edges. No agreement: plain concatenation (the overlap held no whole word)."""
     a, b = left[-max_words:], right[:max_words]
     na, nb = [_norm(w) for w in a], [_norm(w) for w in b]
     best = (0, 0, 0)  # (length, end in a, end in b)
@@ -89,8 +91,10 @@ def merge_seam(left: list[str], right: list[str], max_words: int = 12) -> list[s
             n = 0
             while i + n < len(na) and j + n < len(nb) and na[i + n] and na[i + n] == nb[j + n]:
                 n += 1
-            # a run counts only if it reaches into the last words of `left` heard in the overlap
-            if n > best[0] and i + n >= len(na) - 2:
+            edge = i + n >= len(na) - 2  # reaches the end of `left` but for a word cut by the window
+            if n == 1 and not (edge and j <= 1):
+                continue
+            if n > best[0] and edge:
                 best = (n, i + n, j + n)
     n, ea, eb = best
     if n == 0:
