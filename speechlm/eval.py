@@ -178,7 +178,7 @@ def main(argv=None):
     ap.add_argument("-d", "--dataset", action="append", required=True)
     ap.add_argument("-n", type=int, default=None, help="clips per dataset (default: all)")
     ap.add_argument("--split", default=None, help="shard split (default: test, else eval)")
-    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--batch-size", type=int, default=32)  # bench/rtfx.py: 32 beat 8
     ap.add_argument("--max-seconds", type=float, default=MAX_SECONDS, help="longer clips are skipped (0: no limit)")
     ap.add_argument("--window-seconds", type=float, default=None, help="long clips are cut into windows of this")
     ap.add_argument("--long-form", choices=("pause", "overlap"), default="pause")
