@@ -1,15 +1,17 @@
 # Two set-up commands that work on a fresh machine:
 #   make demo   shard the built-in synthetic corpus, train Whisper tiny.en + SmolLM2 (LoRA), report WER
-#   make test   run the test suite (make test-all adds the slow end-to-end tests)
+#   make test   lint (ruff) and run the test suite (make test-all adds the slow end-to-end tests)
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 APT_PKGS := espeak-ng sox tmux openssh-server rsync fortunes
 CUDA     := $(shell command -v nvidia-smi 2>/dev/null)
 
+# pytest workers: each runs one thread (tests/conftest.py sets OMP_NUM_THREADS=1), so 2 fill 2 cores
+JOBS ?= 2
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup demo test test-all bench clean
+.PHONY: setup demo lint test test-all bench clean
 
 setup: $(STAMP)
 
@@ -33,11 +35,17 @@ endif
 demo: $(STAMP)
 	$(PY) -m speechlm.demo
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+lint: $(STAMP)
+	$(PY) -m ruff check .
 
-test-all: $(STAMP)
-	$(PY) -m pytest -q -m ''
+test: lint
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile
+
+# the full demo gets the machine to itself (its WER and timing are what make demo gives); the rest
+# of the slow suite runs on $(JOBS) workers first
+test-all: lint
+	$(PY) -m pytest -q -m '' -n $(JOBS) --dist loadfile --deselect tests/test_demo.py::test_full_demo_learns
+	$(PY) -m pytest -q -m '' tests/test_demo.py::test_full_demo_learns
 
 bench: $(STAMP)
 	$(PY) bench/shards.py && $(PY) bench/reader.py && $(PY) bench/train.py

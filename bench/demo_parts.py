@@ -31,7 +31,6 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
 
     from speechlm import eval as ev
-    from speechlm.audio import load as load_audio
     from speechlm.config import load
     from speechlm.data import Collator
     from speechlm.model import build_model
@@ -40,12 +39,9 @@ def main(argv=None):
     model = build_model(cfg)
     model.train()
     col = Collator.from_config(cfg, model.tokenizer, family=model.family)
-    _, clips = ev.dataset_clips(cfg.data.train[0].path, "train")
-    samples = []
-    for i, (cid, src, ref) in enumerate(clips):
-        samples.append({"id": cid, "text": ref, "audio": load_audio(src)})
-        if len(samples) == cfg.training.per_device_train_batch_size * (args.steps + 1):
-            break
+    need = cfg.training.per_device_train_batch_size * (args.steps + 1)
+    _, clips = ev.dataset_clips(cfg.data.train[0].path, "train", n=need)  # decoded by the training reader
+    samples = [{"id": cid, "text": ref, "audio": wave} for cid, wave, ref in clips]
     bs = cfg.training.per_device_train_batch_size
     enc_t, dec_t = [], []
     for s in range(args.steps + 1):  # the first step warms up and is not counted

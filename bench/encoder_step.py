@@ -116,9 +116,12 @@ def main(argv=None) -> None:
                 times[c, "rest"].append((t[3][c] - t[2][c]) - (t[2][c] - t[1][c]))
     med = {k: float(np.median(v)) for k, v in times.items()}
     n_audio = collator.num_audio_tokens(int(16000 * args.seconds))
-    print(f"encoder {args.encoder} [{family.name}, {enc_src}] + decoder {args.decoder} [{dec_src}], LoRA r{args.lora_rank}, "
-          f"stride {args.stride}; batch {args.batch} x {args.seconds:g} s ({n_audio} <audio> tokens each), "
-          f"sequence {batch['input_ids'].shape[1]} tokens; {torch.get_num_threads()} threads; median of {args.repeats}")
+    print(
+        f"encoder {args.encoder} [{family.name}, {enc_src}] + decoder {args.decoder} [{dec_src}], "
+        f"LoRA r{args.lora_rank}, "
+        f"stride {args.stride}; batch {args.batch} x {args.seconds:g} s ({n_audio} <audio> tokens each), "
+        f"sequence {batch['input_ids'].shape[1]} tokens; {torch.get_num_threads()} threads; median of {args.repeats}"
+    )
     print(f"  {'part':<28}{'wall s':>8}{'CPU s':>8}")
     for k in ("features", "encoder", "rest", "step"):
         label = {"rest": "projector+decoder fwd+bwd", "step": "model step (enc+rest)"}.get(k, k)

@@ -57,15 +57,14 @@ def run_variant(a) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "bench"))
+    import gpu_step
     import torch
 
-    import gpu_step
     from speechlm import plan as planner
     from speechlm.config import Config, load
     from speechlm.plan.auto import pick
-    from speechlm.train import autobatch
+    from speechlm.train import autobatch, optim
     from speechlm.train import engine as engine_mod
-    from speechlm.train import optim
 
     cuda = torch.cuda.is_available() and not a.cpu_small
     tmp = Path(tempfile.mkdtemp(prefix="gpu_check-"))
@@ -114,28 +113,43 @@ def run_variant(a) -> dict:
         if step >= a.warmup:
             times.append(time.perf_counter() - t0)
     worst = max(batches, key=lambda b: b["input_ids"].numel())
-    steps_plan = planner.batch_memory(cfg, shapes, world=world, batch=worst["input_ids"].shape[0],
-                                      seq_len=worst["input_ids"].shape[1],
-                                      label_tokens=int((worst["labels"] != -100).sum()),
-                                      audio_seconds=worst["input_features"].shape[0] * worst["input_features"].shape[1] / 50,
-                                      device="cuda" if cuda else "cpu")["total"]
+    steps_plan = planner.batch_memory(
+        cfg,
+        shapes,
+        world=world,
+        batch=worst["input_ids"].shape[0],
+        seq_len=worst["input_ids"].shape[1],
+        label_tokens=int((worst["labels"] != -100).sum()),
+        audio_seconds=worst["input_features"].shape[0] * worst["input_features"].shape[1] / 50,
+        device="cuda" if cuda else "cpu",
+    )["total"]
     name = torch.cuda.get_device_name() if cuda else "cpu"
     peak_tflops = next((g.bf16_tflops for g in planner.CATALOG if cuda and g.runpod_id == name), None)
     total = sum(times)
     gib_ = 2**30
     return {
-        "variant": a.variant, "device": name, "device_memory": source, "size": "cpu-small" if a.cpu_small else "real",
-        "bf16": cfg.training.bf16, "clips_per_step": micro * accum, "micro_batch": micro, "accumulation": accum, "gradient_checkpointing": cfg.training.gradient_checkpointing,
-        "auto_reason": choice.reason, "probe_s": round(probe_s, 1),
+        "variant": a.variant,
+        "device": name,
+        "device_memory": source,
+        "size": "cpu-small" if a.cpu_small else "real",
+        "bf16": cfg.training.bf16,
+        "clips_per_step": micro * accum,
+        "micro_batch": micro,
+        "accumulation": accum,
+        "gradient_checkpointing": cfg.training.gradient_checkpointing,
+        "auto_reason": choice.reason,
+        "probe_s": round(probe_s, 1),
         "probe_peak_gib": round(probe_peak / gib_, 2) if probe_peak is not None else None,
         "plan_worst_gib": round(worst_plan / gib_, 2),
-        "steps": len(times), "step_time_s": round(total / max(1, len(times)), 3),
+        "steps": len(times),
+        "step_time_s": round(total / max(1, len(times)), 3),
         "clips_per_s": round(clips / total, 2) if total else None,
         "audio_hours_per_gpu_hour": round(audio / total, 1) if total else None,
         "mfu": round(flops / total / 1e12 / peak_tflops, 3) if peak_tflops and total else None,
         "steps_peak_gib": round(torch.cuda.max_memory_allocated() / gib_, 2) if cuda else None,
         "plan_largest_batch_gib": round(steps_plan / gib_, 2),
-        "largest_batch_tokens": int(worst["input_ids"].numel()), "loss_last": round(float(loss), 4),
+        "largest_batch_tokens": int(worst["input_ids"].numel()),
+        "loss_last": round(float(loss), 4),
     }
 
 
@@ -178,10 +192,14 @@ def main(argv=None) -> int:
         rows.append(json.loads(out.read_text()))
     first = next((r for r in rows if "error" not in r), None)
     if first:
-        print(f"device: {first['device']} ({first['device_memory']}), size {first['size']}, ZeRO-2 "
-              f"{'bf16' if first['bf16'] else 'fp32'}, {first['clips_per_step']} clips/step; auto: {first['auto_reason']}")
+        print(
+            f"device: {first['device']} ({first['device_memory']}), size {first['size']}, ZeRO-2 "
+            f"{'bf16' if first['bf16'] else 'fp32'}, {first['clips_per_step']} clips/step; auto: {first['auto_reason']}"
+        )
     if "fla" not in variants:
-        print("flash-linear-attention is not installed: only the torch kernels ran (pip install flash-linear-attention)")
+        print(
+            "flash-linear-attention is not installed: only the torch kernels ran (pip install flash-linear-attention)"
+        )
     print(table(rows))
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))

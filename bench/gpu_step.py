@@ -49,7 +49,11 @@ def model_dirs(cfg: Config, small: bool, tmp: Path) -> tuple[str, str]:
     out = []
     for part, mid in (("encoder", cfg.model.audio_model_id), ("decoder", cfg.model.text_model_id)):
         c, _ = planner.model_config(mid)
-        c = planner._sub_config(c, "encoder_config", "audio_config") if part == "encoder" else c.get_text_config(decoder=True)
+        c = (
+            planner._sub_config(c, "encoder_config", "audio_config")
+            if part == "encoder"
+            else c.get_text_config(decoder=True)
+        )
         if small:
             for k, v in SMALL[part].items():
                 setattr(c, k, v)
@@ -165,17 +169,34 @@ def main(argv=None) -> int:
         (g.bf16_tflops for g in planner.CATALOG if cuda and g.name.split()[0] in gpu), None)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     res = {
-        "device": gpu, "world_size": world, "zero_stage": a.zero, "size": "cpu-small" if a.cpu_small else "real",
-        "params": {k: getattr(shapes, k) for k in ("encoder_params", "decoder_params", "projector_params", "lora_params")},
-        "batch": batch, "steps": len(times), "step_time_s": round(step, 3), "clips_per_s": round(batch / step, 2),
+        "device": gpu,
+        "world_size": world,
+        "zero_stage": a.zero,
+        "size": "cpu-small" if a.cpu_small else "real",
+        "params": {
+            k: getattr(shapes, k) for k in ("encoder_params", "decoder_params", "projector_params", "lora_params")
+        },
+        "batch": batch,
+        "steps": len(times),
+        "step_time_s": round(step, 3),
+        "clips_per_s": round(batch / step, 2),
         "audio_hours_per_gpu_hour": round(audio / sum(times), 1),
         "model_tflops_per_s": round(flops / sum(times) / 1e12, 3),
         "mfu": round(flops / sum(times) / 1e12 / peak_tflops, 3) if peak_tflops else None,
         # CPU: the weights plus the process's peak RSS growth over the steps (coarse: allocator caching)
-        "peak_memory_gib": round((torch.cuda.max_memory_allocated() if cuda else
-                                  weights + resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0) / 2**30, 3),
-        "planned_gib": round(pred["total"] / 2**30, 3), "worst_batch_tokens": int(worst["input_ids"].numel()),
-        "loss_last": round(loss.item(), 4), "kernels": kernels.as_dict(),
+        "peak_memory_gib": round(
+            (
+                torch.cuda.max_memory_allocated()
+                if cuda
+                else weights + resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0
+            )
+            / 2**30,
+            3,
+        ),
+        "planned_gib": round(pred["total"] / 2**30, 3),
+        "worst_batch_tokens": int(worst["input_ids"].numel()),
+        "loss_last": round(loss.item(), 4),
+        "kernels": kernels.as_dict(),
     }
     if rank == 0:
         print(json.dumps(res, indent=1))

@@ -35,7 +35,6 @@ def one(mode: str, batch_size: int, seconds: float) -> dict:
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     sys.path[:0] = [root, os.path.join(root, "tests")]
     from model_helpers import batch, tiny_config, waves
-
     from speechlm import text, tiny
     from speechlm.model import build
     from speechlm.model.encoders import family_for
@@ -79,8 +78,12 @@ def main() -> None:
         print(json.dumps(one(a.mode, a.batch, a.seconds)))
         return
     for mode in ("full_logits", "label_positions"):
-        out = subprocess.run([sys.executable, __file__, "--mode", mode, "--batch", str(a.batch), "--seconds", str(a.seconds)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--mode", mode, "--batch", str(a.batch), "--seconds", str(a.seconds)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         print(out.stdout.strip().splitlines()[-1])
 
 

@@ -101,7 +101,8 @@ def main(argv=None):
                                             overlap_seconds=args.overlap, batch_size=16)[0]
             s = wer.score([reference], [text])
             spans = longform.windows(wave, strategy, window, args.overlap)
-            rows.append({"setting": f"{strategy} {window:g} s" + (f" (overlap {args.overlap:g} s)" if strategy == "overlap" else ""),
+            name = f"{strategy} {window:g} s" + (f" (overlap {args.overlap:g} s)" if strategy == "overlap" else "")
+            rows.append({"setting": name,
                          "windows": len(spans), "wer": round(s["wer"], 4),
                          "ratio": round(s["wer"] / base["wer"], 2) if base["wer"] else None,
                          "deletions": s["deletions"], "insertions": s["insertions"], "text_tail": text[-120:]})

@@ -59,10 +59,18 @@ def one(mode: str, n: int, hidden: int, vocab: int, fp32: bool) -> dict:
     loss.backward()
     secs = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"mode": mode, "dtype": str(dtype).removeprefix("torch."), "label_tokens": n, "hidden": hidden, "vocab": vocab,
-            "chunk_tokens": chunk_tokens(vocab) if mode == "chunked" else n,
-            "peak_growth_mib": round(peak - base, 1), "hidden_and_grad_mib": round(2 * n * hidden * h.element_size() / 2**20, 1),
-            "seconds": round(secs, 1), "loss": round(loss.item(), 4)}
+    return {
+        "mode": mode,
+        "dtype": str(dtype).removeprefix("torch."),
+        "label_tokens": n,
+        "hidden": hidden,
+        "vocab": vocab,
+        "chunk_tokens": chunk_tokens(vocab) if mode == "chunked" else n,
+        "peak_growth_mib": round(peak - base, 1),
+        "hidden_and_grad_mib": round(2 * n * hidden * h.element_size() / 2**20, 1),
+        "seconds": round(secs, 1),
+        "loss": round(loss.item(), 4),
+    }
 
 
 def run(mode: str, n: int, a) -> dict:

@@ -30,7 +30,8 @@ import torch  # noqa: E402
 from speechlm import audio, text, tiny  # noqa: E402
 from speechlm.config import DataSet  # noqa: E402
 from speechlm.data import Collator, TrainLoader  # noqa: E402
-from speechlm.data.plan import load_catalog, plan_epoch  # noqa: E402
+from speechlm.data.catalog import load_catalog  # noqa: E402
+from speechlm.data.epoch_plan import plan_epoch  # noqa: E402
 from speechlm.model.encoders import family_for  # noqa: E402
 
 WORDS = "the cat sat on a mat and dog ran in park with ball she said that he would come back later".split()
@@ -64,7 +65,9 @@ def write_shards(clips, root: Path, per_shard: int) -> Path:
         file = f"bench-train-{s // per_shard:06d}.tar"
         with tarfile.open(out / file, "w") as tar:
             for cid, flac, words, dur in part:
-                meta = json.dumps({"id": cid, "text": words, "duration": dur, "source": "bench", "orig_id": cid}).encode()
+                meta = json.dumps(
+                    {"id": cid, "text": words, "duration": dur, "source": "bench", "orig_id": cid}
+                ).encode()
                 for name, data in ((f"{cid}.flac", flac), (f"{cid}.json", meta)):
                     info = tarfile.TarInfo(name)
                     info.size = len(data)

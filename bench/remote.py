@@ -37,7 +37,10 @@ from speechlm.data.remote import RemoteIO  # noqa: E402
 
 def count(samples: list[dict]) -> dict:
     """A collator that keeps only counts (module level: it pickles into the workers)."""
-    return {"clips": sum(1 for s in samples if s["weight"] > 0), "seconds": sum(len(s["audio"]) for s in samples) / 16000}
+    return {
+        "clips": sum(1 for s in samples if s["weight"] > 0),
+        "seconds": sum(len(s["audio"]) for s in samples) / 16000,
+    }
 
 
 def _cpu() -> float:
@@ -79,8 +82,12 @@ def main(argv=None) -> int:
             break
         except OSError:
             time.sleep(0.1)
-    os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-                      AWS_DEFAULT_REGION="us-east-1")
+    os.environ.update(
+        AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
     import s3fs
 
     try:
@@ -100,7 +107,10 @@ def run(args, port: int, s3fs) -> None:
         fs.mkdir("bench")
         fs.put(str(local), "bench/set", recursive=True)
         url = "s3://bench/set"
-        print(f"{args.clips} clips in {len(list(local.glob('*.tar')))} shards, {size / 2**20:.1f} MiB; moto S3 on 127.0.0.1:{port}")
+        print(
+            f"{args.clips} clips in {len(list(local.glob('*.tar')))} shards, {size / 2**20:.1f} MiB; "
+            f"moto S3 on 127.0.0.1:{port}"
+        )
         stream = RemoteIO()
         cache = root / "cache"
         cached = RemoteIO(cache_dir=str(cache), cache_bytes=10 * 2**30)
@@ -120,7 +130,10 @@ def run(args, port: int, s3fs) -> None:
         print("\nbest of the runs: clips/s (wall), clips per reader CPU second")
         for (w, name), (rate, per_cpu) in best.items():
             ref = best[(w, "local disk")]
-            print(f"  workers {w} {name:15s} {rate:7.1f} ({rate / ref[0]:.2f}x disk)  {per_cpu:7.1f} ({per_cpu / ref[1]:.2f}x disk)")
+            print(
+                f"  workers {w} {name:15s} {rate:7.1f} ({rate / ref[0]:.2f}x disk)  "
+                f"{per_cpu:7.1f} ({per_cpu / ref[1]:.2f}x disk)"
+            )
 
 
 if __name__ == "__main__":

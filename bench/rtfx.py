@@ -58,7 +58,8 @@ def main(argv=None):
     rows = []
 
     def row(name, batch, texts, wall, cpu):
-        r = {"system": name, "batch": batch, "clips": len(waves), "audio_s": round(seconds, 1), "wall_s": round(wall, 2),
+        r = {"system": name, "batch": batch, "clips": len(waves), "audio_s": round(seconds, 1),
+             "wall_s": round(wall, 2),
              "cpu_s": round(cpu, 2), "rtfx": round(seconds / wall, 2), "cpu_rtfx": round(seconds / cpu, 2),
              "wer": round(wer.score(refs, texts)["wer"], 4),
              "new_tokens_per_clip": round(sum(len(tokenizer(t)["input_ids"]) for t in texts) / len(texts), 1)}
@@ -67,7 +68,7 @@ def main(argv=None):
 
     model.transcribe(waves[:2])  # warm-up (first-call allocations)
     for b in args.batch_sizes:
-        texts, wall, cpu = timed(lambda: transcribe_waves(model, waves, batch_size=b))
+        texts, wall, cpu = timed(lambda b=b: transcribe_waves(model, waves, batch_size=b))
         row("speechlm", b, texts, wall, cpu)
 
     def old_eval_loop():  # speechlm.eval before this change: batches of 8 in dataset order
@@ -95,7 +96,7 @@ def main(argv=None):
         return out
 
     for b in args.batch_sizes:
-        texts, wall, cpu = timed(lambda: whisper_generate(b))
+        texts, wall, cpu = timed(lambda b=b: whisper_generate(b))
         row("whisper tiny.en generate", b, texts, wall, cpu)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")

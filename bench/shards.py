@@ -13,16 +13,22 @@ import json
 import os
 import platform
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without an install
 
-from speechlm.shard import OutputConfig, ShardRecipe, Source, SyntheticConfig, build  # noqa: E402
-from speechlm.shard import synthetic  # noqa: E402
+from speechlm.shard import (  # noqa: E402
+    OutputConfig,
+    ShardRecipe,
+    Source,
+    SyntheticConfig,
+    build,
+    synthetic,  # noqa: E402
+)
 
 
 def make_inputs(root: Path, n: int) -> Path:

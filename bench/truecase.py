@@ -3,7 +3,8 @@
 Text: the Debian `fortunes` package's quotations (apt-get install fortunes; /usr/share/games/fortunes),
 cased English with names, "I", acronyms and sentence starts, and none of it in the corpora the built-in
 model was counted on. Sentences are split, filtered to mostly-lowercase ones of 4-40 words
-with no two all-caps words in a row (headings and shouting, not acronyms), de-duplicated and shuffled (seeded); 20% are held out. Compared:
+with no two all-caps words in a row (headings and shouting, not acronyms), de-duplicated and shuffled
+(seeded); 20% are held out. Compared:
   builtin  the English model speechlm ships (speechlm/assets/truecaser_en.model.gz)
   recipe   a MosesTruecaser trained, as a recipe with cased sources trains one, on the other 80%
   baseline lowercase with a capital first letter (what re-casing must beat)

@@ -56,7 +56,8 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from speechlm.train import elastic, engine as engine_mod
+    from speechlm.train import elastic
+    from speechlm.train import engine as engine_mod
 
     shapes = trainable_shapes()
     n = sum(torch.Size(s).numel() for s in shapes.values())

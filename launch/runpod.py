@@ -51,14 +51,18 @@ def ssh_base(a, tty: bool = False) -> list[str]:
     return cmd + [f"{a.user}@{a.host}"]
 
 
-def remote(a, script: str, *, tty: bool = False, capture: bool = False, check: bool = True) -> subprocess.CompletedProcess:
+def remote(
+    a, script: str, *, tty: bool = False, capture: bool = False, check: bool = True
+) -> subprocess.CompletedProcess:
     """Run a bash script on the host; the script goes through stdin (secrets stay off argv)."""
     if tty:  # an interactive attach: the command itself must hold no secret
         return subprocess.run(ssh_base(a, tty=True) + [script], check=check)
     r = subprocess.run(ssh_base(a) + ["bash -s"], input=script, text=True, capture_output=capture)
     if check and r.returncode != 0:
         err = (r.stderr or "").strip().splitlines()[-1:] if capture else []
-        raise SystemExit(f"error: remote step failed on {a.host}:{a.port} (exit {r.returncode}){': ' + err[0] if err else ''}")
+        raise SystemExit(
+            f"error: remote step failed on {a.host}:{a.port} (exit {r.returncode}){': ' + err[0] if err else ''}"
+        )
     return r
 
 
@@ -77,7 +81,9 @@ def cmd_plan(a) -> int:
     rec = recommend(plan)
     if rec and not a.json:
         disk_gb = plan["disk_bytes"]["total"] / 1e9
-        print(f"\nrecommended: {rec['gpu']} ('{rec['runpod_id']}'), container disk >= {disk_gb * 1.2:.0f} GB (plan + 20%)")
+        print(
+            f"\nrecommended: {rec['gpu']} ('{rec['runpod_id']}'), container disk >= {disk_gb * 1.2:.0f} GB (plan + 20%)"
+        )
     return 0
 
 
@@ -142,8 +148,11 @@ def cmd_deploy(a) -> int:
     remote(a, f"mkdir -p {q(a.remote_dir)}")
     rsh = shlex.join(ssh_base(a)[:-1])
     files = "\0".join(synced_files()) + "\0"
-    r = subprocess.run(["rsync", "-az", "--from0", "--files-from=-", "-e", rsh, "./", f"{a.user}@{a.host}:{a.remote_dir}/"],
-                       cwd=ROOT, input=files.encode())
+    r = subprocess.run(
+        ["rsync", "-az", "--from0", "--files-from=-", "-e", rsh, "./", f"{a.user}@{a.host}:{a.remote_dir}/"],
+        cwd=ROOT,
+        input=files.encode(),
+    )
     if r.returncode:
         raise SystemExit(f"error: rsync to {a.host}:{a.port} failed (exit {r.returncode})")
     print(f"synced {files.count(chr(0))} files to {a.host}:{a.remote_dir}")
@@ -156,10 +165,12 @@ def cmd_deploy(a) -> int:
 def deps_script(remote_dir: str) -> str:
     """The pod's venv, the project, and on CUDA the [gpu] extra's kernels one at a time (a kernel
     that fails to install is reported and the deploy goes on)."""
-    return (f"set -e; cd {q(remote_dir)}; test -x .venv/bin/python || python3 -m venv --system-site-packages .venv; "
-            ".venv/bin/python -m pip install -q --upgrade pip; .venv/bin/python -m pip install -q -e '.[dev]'; "
-            "bash launch/install_gpu_kernels.sh .venv/bin/python; "
-            ".venv/bin/python -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.cuda.is_available())'")
+    return (
+        f"set -e; cd {q(remote_dir)}; test -x .venv/bin/python || python3 -m venv --system-site-packages .venv; "
+        ".venv/bin/python -m pip install -q --upgrade pip; .venv/bin/python -m pip install -q -e '.[dev]'; "
+        "bash launch/install_gpu_kernels.sh .venv/bin/python; "
+        '.venv/bin/python -c \'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())\''
+    )
 
 
 def remote_python(a) -> str:
@@ -183,7 +194,11 @@ def check_disk(a, train_args: list[str]) -> None:
 
 
 def cmd_train(a) -> int:
-    train_args = (["--config", a.config] if a.config else []) + (["--experiment", a.experiment] if a.experiment else []) + a.overrides
+    train_args = (
+        (["--config", a.config] if a.config else [])
+        + (["--experiment", a.experiment] if a.experiment else [])
+        + a.overrides
+    )
     if not a.skip_disk_check:
         check_disk(a, train_args)
     env = "".join(f"export {k}={q(os.environ[k])}\n" for k in SECRETS if os.environ.get(k))

@@ -1,7 +1,7 @@
 """Audio I/O: decode any common container with soundfile, resample to 16 kHz mono float32 with soxr.
 
 Audio everywhere in speechlm is a 1-D float32 numpy array at 16 kHz (see docs/design.md).
-No torchaudio/torchcodec: neither works beside the CPU torch build (shared/README.md, pitfall 13).
+No torchaudio/torchcodec: neither works beside the CPU torch build (docs/pitfalls.md, pitfall 13).
 """
 from __future__ import annotations
 

@@ -52,7 +52,8 @@ def wer_by_half(rows: list[dict]) -> dict[str, dict]:
     for half in synthetic.HALVES:
         part = [r for r in rows if synthetic.half_of(r["id"]) == half]
         if part:
-            out[half] = {"clips": len(part), **wer.score([r["reference"] for r in part], [r["hypothesis"] for r in part])}
+            score = wer.score([r["reference"] for r in part], [r["hypothesis"] for r in part])
+            out[half] = {"clips": len(part), **score}
     return out
 
 

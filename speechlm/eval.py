@@ -4,73 +4,81 @@
 
 MODEL_DIR is an exported model (`checkpoints/step-N/model`), a checkpoint `step-N`, a run folder
 (its latest checkpoint), or a Hub id.
-DATASET is a built shard set (a folder with manifest.json), a data recipe (`shards/NAME.yaml` or
-NAME; its `test` split is reserved for this), or a JSONL/TSV manifest of audio paths and texts.
+DATASET is a built shard set (a folder with manifest.json, or its URL: s3://, https://, ... read as
+training reads it), a data recipe (`shards/NAME.yaml` or NAME; its `test` split is reserved for
+this), or a JSONL/TSV manifest of audio paths and texts.
 """
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
-import webdataset as wds
 
-from speechlm import audio, wer
-from speechlm.config import REPO_ROOT, ConfigError, cli_errors
+from speechlm import audio, shard, wer
+from speechlm.config import REPO_ROOT, ConfigError, DataSet, cli_errors
+from speechlm.data import Clips, EvalLoader, remote
+from speechlm.data.catalog import read_manifest
+from speechlm.data.remote import RemoteIO
 from speechlm.inference import MAX_SECONDS, check_long_form_args, load_clip, transcribe_waves
+from speechlm.model import from_pretrained
+from speechlm.shard import Source, sources
 
 
-def _shard_clips(root: Path, split: str | None) -> Iterator[tuple[str, object, str]]:
-    manifest = json.loads((root / "manifest.json").read_text())
-    splits = manifest.get("splits", {})
-    if split is None:
-        split = "test" if "test" in splits else "eval"
-    if split not in splits:
-        raise ConfigError(f"{root}: no split '{split}' (has: {', '.join(sorted(splits)) or 'none'})")
-    urls = [str(root / s["file"]) for s in splits[split]["shards"]]
-    missing = [u for u in urls if not Path(u).is_file()]
-    if missing:
-        raise ConfigError(f"{root}: shard missing: {missing[0]}")
-    for sample in wds.WebDataset(urls, shardshuffle=False, empty_check=False):
-        meta = json.loads(sample["json"])
-        yield meta["id"], sample["flac"], meta["text"]
+class ShardClips:
+    """The clips of one split of a shard set (a folder or a URL), read by the training reader
+    (speechlm.data: the same manifest catalog, streaming and retries) in manifest order, at most `n`.
+    Iterates (id, wave, text); clips the reader could not use are counted in `skipped`."""
+
+    def __init__(self, path: str, split: str | None, n: int | None, batch_size: int = 8):
+        io_ = RemoteIO()
+        if split is None:
+            split = "test" if "test" in read_manifest(path, "dataset", io_).get("splits", {}) else "eval"
+        self.loader = EvalLoader([DataSet(path=path, split=split)], Clips(), batch_size=batch_size,
+                                 max_samples_per_set=n or 0, remote_io=io_, what="dataset")
+
+    def __iter__(self) -> Iterator[tuple[str, object, str]]:
+        for batch in self.loader:
+            for c in batch["clips"]:
+                yield c["id"], c["audio"], c["text"]
+
+    @property
+    def skipped(self) -> int:
+        return sum(self.loader.stats[k] for k in ("missing_clips", "bad_clips"))
 
 
 def _manifest_clips(path: Path) -> Iterator[tuple[str, object, str]]:
-    rows: list[dict] = []
-    if path.suffix == ".jsonl":
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    else:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f, delimiter="\t"))
-    for i, row in enumerate(rows):
-        if "audio" not in row or "text" not in row:
-            raise ConfigError(f"{path}: line {i + 1} needs 'audio' and 'text' fields")
-        p = Path(row["audio"])
-        yield row.get("id") or p.stem, p if p.is_absolute() else path.parent / p, row["text"]
+    """A JSONL/TSV list of audio paths and texts, read as the shard build reads one (kind: manifest)."""
+    src = Source(name="eval", kind="manifest", id_column="id", splits={"test": [str(path.resolve())]})
+    for unit in sources.of(src).list_units(src, "test", "dataset"):
+        for oid, text, apath, _ in unit["rows"]:
+            if not text:
+                raise ConfigError(f"{path}: clip {oid} has no 'text' (a reference is needed to score it)")
+            yield oid, apath, text
 
 
-def dataset_clips(spec: str, split: str | None = None) -> tuple[str, Iterator]:
-    """(name, iterator of (id, audio bytes or path, reference text)) for any dataset spec."""
+def dataset_clips(spec: str, split: str | None = None, n: int | None = None,
+                  batch_size: int = 8) -> tuple[str, Iterable]:
+    """(name, iterable of (id, wave or audio path, reference text)) for any dataset spec: a shard set
+    (folder or URL), a JSONL/TSV manifest, or a data recipe (built first if needed; its test split)."""
+    if remote.is_url(spec):
+        return spec.rstrip("/").rsplit("/", 1)[-1], ShardClips(spec, split, n, batch_size)
     p = Path(spec)
     if p.is_dir():
         if not (p / "manifest.json").is_file():
             raise ConfigError(f"{spec}: a dataset folder must hold a manifest.json (built by speechlm.shard)")
-        return p.name, _shard_clips(p, split)
+        return p.name, ShardClips(str(p), split, n, batch_size)
     if p.suffix in (".jsonl", ".tsv") and p.is_file():
         return p.stem, _manifest_clips(p)
     # a data recipe: build its shards if they are not there yet (the test split is reserved for eval)
-    from speechlm import shard
-
     if not (p.suffix in (".yaml", ".yml") and p.is_file()) and not (REPO_ROOT / "shards" / f"{spec}.yaml").is_file():
-        raise ConfigError(f"dataset '{spec}' is not a shard folder, a manifest or a data recipe")
+        raise ConfigError(f"dataset '{spec}' is not a shard folder or URL, a manifest or a data recipe")
     out = shard.build(spec)  # returns at once when the shards are up to date
-    return out.name, _shard_clips(out, split or "test")
+    return out.name, ShardClips(str(out), split or "test", n, batch_size)
 
 
 def _chunks(it, n: int | None, size: int):
@@ -94,7 +102,7 @@ def evaluate(model, spec: str, n: int | None = None, batch_size: int = 16, split
     """Corpus WER of `model` on a dataset. Clips are decoded CHUNK_CLIPS at a time, sorted by length and
     batched (`transcribe_waves`); clips longer than the model's window are cut into windows; a clip
     that can't be decoded or is over `max_seconds` is skipped, logged and counted."""
-    name, clips = dataset_clips(spec, split)
+    name, clips = dataset_clips(spec, split, n, batch_size)
     rows, skipped, audio_seconds = [], 0, 0.0
     t0 = time.perf_counter()
     for chunk in _chunks(clips, n, CHUNK_CLIPS):
@@ -115,7 +123,7 @@ def evaluate(model, spec: str, n: int | None = None, batch_size: int = 16, split
     if not rows:
         raise ConfigError(f"dataset '{spec}' gave no clips to evaluate")
     result = {"dataset": name, **wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])}
-    result["skipped"] = skipped
+    result["skipped"] = skipped + getattr(clips, "skipped", 0)
     result["seconds"] = round(time.perf_counter() - t0, 2)
     result["audio_seconds"] = round(audio_seconds, 2)
     result["rtfx"] = round(audio_seconds / max(result["seconds"], 1e-9), 2)  # audio seconds per wall second
@@ -138,8 +146,6 @@ def local_model(model_dir: str) -> Path | None:
 
 
 def load_model(model_dir: str):
-    from speechlm.model import from_pretrained
-
     p = local_model(model_dir)
     if p is None:
         from huggingface_hub import snapshot_download
@@ -190,7 +196,7 @@ def main(argv=None):
     check_long_form_args(args)
     local_model(args.model)  # validate first, in argument order: a wrong path fails before anything loads
     for d in args.dataset:
-        dataset_clips(d, args.split)
+        dataset_clips(d, args.split, args.n)
     torch.manual_seed(0)
     model = load_model(args.model)
     results = [evaluate(model, d, args.n, args.batch_size, args.split, args.max_seconds, args.window_seconds,

@@ -30,9 +30,10 @@ def window_seconds(model, requested: float | None = None) -> float:
 
 
 def load_clip(src, name: str, max_seconds: float | None = MAX_SECONDS) -> np.ndarray:
-    """16 kHz mono audio of a file path or bytes; a ConfigError naming `name` when it can't be used."""
+    """16 kHz mono audio of a file path, bytes or an already decoded 16 kHz array (the shard reader's);
+    a ConfigError naming `name` when it can't be used."""
     try:
-        wave = audio.load(src)
+        wave = src if isinstance(src, np.ndarray) else audio.load(src)
     except audio.AudioError as e:
         raise ConfigError(f"{name}: {e}") from None
     if max_seconds and len(wave) > max_seconds * audio.SAMPLE_RATE:

@@ -29,7 +29,7 @@ PANELS = {
 def read_metrics(path: Path) -> dict[str, tuple[list[int], list[float]]]:
     """Series by metric name: (steps, values). Non-numeric and non-finite values are left out."""
     series: dict[str, tuple[list[int], list[float]]] = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for line in path.read_text().splitlines():
         if not line.strip():
             continue
         try:

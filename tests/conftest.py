@@ -1,12 +1,14 @@
 """Shared fixtures.
 
-`synthetic_shards`: a small shard set built once per session by the real shard pipeline from the
-shipped synthetic recipe (espeak-ng speech; a few seconds on 2 cores). It returns the output dir
+`synthetic_shards`: a small shard set built once per session (once per run under pytest-xdist: the
+workers share it) by the real shard pipeline from the shipped synthetic recipe (espeak-ng speech; a
+few seconds on 2 cores). It returns the output dir
 (`manifest.json` + `synthetic-{train,eval,test}-%06d.tar`): train 64 clips in 8 shards, eval 16
 clips in 2 shards, test 8 clips in 1 shard, so rank/worker splitting has something to split.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 
 # never wait on Hub retries in tests (a hub id fails only after ~28 s otherwise)
@@ -30,6 +32,21 @@ def pytest_runtest_setup(item):
 
 _SESSION_MASTER_PORT = os.environ.get("MASTER_PORT")
 
+# Under pytest-xdist (`make test`: -n 2 --dist loadfile) a test file runs whole on one worker, so its
+# module fixtures (a trained run, a tiny model) are built once.
+# The longest files first (`pytest --durations=0`, summed per file), so that no worker is left with a
+# long file at the end while the other idles: test_train_e2e.py alone is over a third of `make test`.
+LONGEST_FIRST = ["test_train_e2e.py", "test_plan.py", "test_shard_cli.py", "test_train_units.py", "test_shard.py",
+                 "test_launch_runpod.py", "test_elastic_resume.py", "test_train_multiproc.py",
+                 "test_reliability_faults.py"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole, in order
+
+
 SYNTHETIC_SIZES = {"train": 64, "eval": 16, "test": 8}
 SYNTHETIC_SHARD_CLIPS = 8
 
@@ -52,4 +69,11 @@ def small_synthetic_recipe():
 def synthetic_shards(tmp_path_factory):
     from speechlm.shard import build
 
-    return build(small_synthetic_recipe(), tmp_path_factory.mktemp("shards") / "synthetic", workers=2)
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, shared by its xdist workers: the set is built once
+    out = root / "shared-shards" / "synthetic"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / "build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others find it up to date
+        return build(small_synthetic_recipe(), out, workers=2)

@@ -11,8 +11,8 @@ import torch
 from speechlm import text, tiny
 from speechlm.config import ConfigError, DataSet
 from speechlm.data import Collator, TrainLoader
-from speechlm.model.encoders.granite import num_feature_frames
 from speechlm.model.encoders import family_for
+from speechlm.model.encoders.granite import num_feature_frames
 from test_data_util import write_set
 
 PROMPT = "Transcribe the audio."
@@ -48,7 +48,9 @@ TEXTS = ["hello world", "the cat sat on the mat and the dog ran in the park", "o
 LENGTHS = [16000, 5000, 23456]
 
 
-@pytest.mark.parametrize("pool_stride,name", [(1, "granite"), (2, "granite"), (3, "granite"), (1, "whisper"), (4, "whisper")])
+@pytest.mark.parametrize(
+    "pool_stride,name", [(1, "granite"), (2, "granite"), (3, "granite"), (1, "whisper"), (4, "whisper")]
+)
 def test_placeholders_and_label_mask(tok, pool_stride, name, request):
     family = request.getfixturevalue(name)
     col = make(tok, pool_stride, family)
@@ -100,7 +102,9 @@ def test_loader_with_collator_in_workers(tmp_path, tok):
     for b in batches:
         n = [round(float(s) * 16000) for s in b["audio_seconds"]]
         assert (b["input_ids"] == text.audio_token_id(tok)).sum(1).tolist() == [col.num_audio_tokens(x) for x in n]
-        assert all(tok.decode(row[row != -100].tolist()) == f"clip {i}<|im_end|>" for row, i in zip(b["labels"], b["ids"]))
+        assert all(
+            tok.decode(row[row != -100].tolist()) == f"clip {i}<|im_end|>" for row, i in zip(b["labels"], b["ids"])
+        )
 
 
 def test_real_shards_two_ranks(synthetic_shards, tok):

@@ -10,7 +10,8 @@ import pytest
 
 from speechlm.config import DataSet
 from speechlm.data import TrainLoader
-from speechlm.data.plan import PAD, load_catalog, plan_epoch
+from speechlm.data.catalog import load_catalog
+from speechlm.data.epoch_plan import PAD, plan_epoch
 from test_data_util import all_ids, ids_collate, write_set
 
 OPTS = dict(seed=5, shards_per_block=2, batch_size=4)

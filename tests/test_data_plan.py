@@ -7,7 +7,8 @@ import numpy as np
 
 from speechlm.config import DataSet
 from speechlm.data import EvalLoader, TrainLoader
-from speechlm.data.plan import load_catalog, plan_epoch
+from speechlm.data.catalog import load_catalog
+from speechlm.data.epoch_plan import plan_epoch
 from test_data_util import all_ids, ids_collate, write_set
 
 

@@ -54,7 +54,9 @@ class HTTPFolder:
         self.start()
 
     def start(self) -> None:
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), functools.partial(_Quiet, directory=str(self.root)))
+        self.srv = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", self.port), functools.partial(_Quiet, directory=str(self.root))
+        )
         self.port = self.srv.server_address[1]
         threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
@@ -83,9 +85,14 @@ class S3:
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.server.start()
         _, port = self.server.get_host_and_port()
-        for k, v in {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
-                     "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-                     "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}.items():
+        for k, v in {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_CONFIG_FILE": str(tmp_path / "none"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        }.items():
             monkeypatch.setenv(k, v)  # DataLoader workers inherit it
         import s3fs
 
@@ -195,7 +202,12 @@ def test_s3_server_stopped_mid_epoch_is_a_clear_error(s3, tmp_path):
     # moto's stop() leaves its socket listening: requests then connect and time out (a hung server)
     (ld,) = loaders(url, world=1, workers=1, batch_size=2, remote_io=RemoteIO(retries=1, timeout_s=1, backoff_s=0.2))
     t0 = time.monotonic()
-    with deadline(60), pytest.raises(StorageError, match=rf"{url}/a-train-\d+\.tar: storage unreachable while reading, after 2 attempts"):
+    with (
+        deadline(60),
+        pytest.raises(
+            StorageError, match=rf"{url}/a-train-\d+\.tar: storage unreachable while reading, after 2 attempts"
+        ),
+    ):
         for i, _ in enumerate(ld):
             if i == 0:
                 s3.stop()

@@ -85,7 +85,7 @@ def test_transcribe_resamples_44k_stereo(short_demo, tmp_path):
     manifest = json.loads((Path(out["shards"]) / "manifest.json").read_text())
     clip_id = manifest["splits"]["test"]["shards"][0]["ids"][0]
     _, clips = ev.dataset_clips(out["shards"], "test")
-    wave = next(audio.load(src) for cid, src, _ in clips if cid == clip_id)
+    wave = next(w for cid, w, _ in clips if cid == clip_id)  # decoded by the training reader
     path = _stereo_44k(wave, tmp_path / "clip.wav")
     loaded = audio.load(path)
     assert abs(len(loaded) - len(wave)) <= 2  # resampled back to 16 kHz mono, same duration
@@ -114,8 +114,8 @@ def test_full_demo_learns(tmp_path):
     # a trained model: batched decoding equals one clip at a time, and 44.1 kHz stereo input
     # (resampled back to 16 kHz mono) gives the same transcript as the original clip
     model = ev.load_model(str(tmp_path / "demo"))
-    _, clips = ev.dataset_clips(str(REPO / "shards" / "synthetic"), "test")
-    waves = [audio.load(src) for _, (cid, src, _) in zip(range(6), clips)]
+    _, clips = ev.dataset_clips(str(REPO / "shards" / "synthetic"), "test", n=6)
+    waves = [wave for _, wave, _ in clips]  # decoded by the training reader
     batched = model.transcribe(waves)
     assert batched == [model.transcribe([w])[0] for w in waves]
     path = _stereo_44k(waves[0], tmp_path / "clip.wav")

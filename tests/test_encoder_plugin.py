@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from model_helpers import batch, tiny_config, waves
 from torch import nn
 from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 
+from model_helpers import batch, tiny_config, waves
 from speechlm.model import build_model, encoders, from_pretrained, save_pretrained
 from speechlm.model.encoders.base import EncoderFamily, LogMelFeatures
 

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 import soundfile as sf
 
 from speechlm.config import Config, load
@@ -90,8 +89,10 @@ def librispeech_copy(root: Path) -> dict:
         ds.to_parquet(str(root / "clean" / split / "0000.parquet"))
         ids[split] = rows["id"]
     (root / "README.md").write_text(
-        "---\nconfigs:\n- config_name: clean\n  data_files:\n  - split: validation\n    path: clean/validation/*.parquet\n"
-        "  - split: test\n    path: clean/test/*.parquet\n---\n")
+        "---\nconfigs:\n- config_name: clean\n  data_files:\n"
+        "  - split: validation\n    path: clean/validation/*.parquet\n"
+        "  - split: test\n    path: clean/test/*.parquet\n---\n"
+    )
     return ids
 
 

@@ -78,7 +78,9 @@ def test_ssh_deploy_train_logs_checkpoint(tmp_path):
             assert secret not in r.stdout + r.stderr
             log = remote_dir / "logs" / "t.log"
             deadline = time.time() + 420
-            while time.time() < deadline and "[speechlm] training exited" not in (log.read_text() if log.is_file() else ""):
+            while time.time() < deadline and "[speechlm] training exited" not in (
+                log.read_text() if log.is_file() else ""
+            ):
                 time.sleep(3)
             text = log.read_text()
             assert "[speechlm] training exited" in text, text[-3000:]

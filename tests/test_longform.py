@@ -52,7 +52,8 @@ def test_overlap_windows_cover_with_the_given_overlap():
     ("the dog saw a red car", "a red car in london", "the dog saw a red car in london"),
     # a word cut at both seam edges (garbled on each side) is dropped with its halves
     ("john liked the gree", "reen house today", "john liked the gree reen house today"),
-    ("mary found the old book yesterday", "Book, yesterday. Peter sold it", "mary found the old book yesterday. Peter sold it"),
+    ("mary found the old book yesterday", "Book, yesterday. Peter sold it",
+     "mary found the old book yesterday. Peter sold it"),
     ("we met in pa", "in paris today", "we met in paris today"),
     # a lone common word deeper in the next window is no overlap: nothing is dropped
     ("anna washed the", "car and then the dog ran", "anna washed the car and then the dog ran"),

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from speechlm import config as config_mod
-from speechlm.model import save_pretrained
 from speechlm.config import Config, ConfigError
+from speechlm.model import save_pretrained
 from speechlm.train import engine as engine_mod
 from speechlm.train import optim
 

@@ -32,24 +32,39 @@ def case(cli, argv, *must):
 
 # ---- mistyped keys: named as typed, with the nearest valid key
 for typo, nearest in [
-    ("training.lerning_rate=1e-3", "learning_rate"), ("training.per_device_train_batchsize=8", "per_device_train_batch_size"),
-    ("model.lora_rnk=8", "lora_rank"), ("data.num_worker=2", "num_workers"), ("deepspeed.zero_stag=3", "zero_stage"),
-    ("trainng.seed=1", "training"), ("training.warmup_step=10", "warmup_steps"),
-    ("data.shufle_shards_per_block=2", "shuffle_shards_per_block"), ("training.save_step=5", "save_steps"),
-    ("training.gradient_accumulation_step=2", "gradient_accumulation_steps"), ("model.audio_model=x", "audio_model_id"),
-    ("training.freeze_projecter=true", "freeze_projector"), ("data.train=[{path: shards/synthetic, wieght: 1}]", "weight"),
+    ("training.lerning_rate=1e-3", "learning_rate"),
+    ("training.per_device_train_batchsize=8", "per_device_train_batch_size"),
+    ("model.lora_rnk=8", "lora_rank"),
+    ("data.num_worker=2", "num_workers"),
+    ("deepspeed.zero_stag=3", "zero_stage"),
+    ("trainng.seed=1", "training"),
+    ("training.warmup_step=10", "warmup_steps"),
+    ("data.shufle_shards_per_block=2", "shuffle_shards_per_block"),
+    ("training.save_step=5", "save_steps"),
+    ("training.gradient_accumulation_step=2", "gradient_accumulation_steps"),
+    ("model.audio_model=x", "audio_model_id"),
+    ("training.freeze_projecter=true", "freeze_projector"),
+    ("data.train=[{path: shards/synthetic, wieght: 1}]", "weight"),
 ]:
-    typed = {"wieght": "data.train[0].wieght", "trainng": "trainng"}.get(next((k for k in ("wieght", "trainng") if k in typo), ""), typo.split("=")[0])
+    typed = {"wieght": "data.train[0].wieght", "trainng": "trainng"}.get(
+        next((k for k in ("wieght", "trainng") if k in typo), ""), typo.split("=")[0]
+    )
     case(TRAIN, ["--config", "tiny", typo], f"'{typed}'", f"'{nearest}'")
 
 # ---- wrong types and values outside a closed set
 for bad, must in [
-    ("training.learning_rate=fast", "training.learning_rate"), ("training.per_device_train_batch_size=8.5", "per_device_train_batch_size"),
-    ("training.per_device_train_batch_size=eight", "per_device_train_batch_size"), ("training.bf16=maybe", "training.bf16"),
-    ("training.max_steps=[1]", "training.max_steps"), ("model.lora_rank=true", "model.lora_rank"),
-    ("data.train=shards/synthetic", "data.train"), ("training.lr_scheduler_type=cosin", "'cosine'"),
-    ("model.model_dtype=fp16", "model.model_dtype"), ("data.batching=second", "'seconds'"),
-    ("training.report_to=tensorboard", "training.report_to"), ("training.num_train_epochs=two", "num_train_epochs"),
+    ("training.learning_rate=fast", "training.learning_rate"),
+    ("training.per_device_train_batch_size=8.5", "per_device_train_batch_size"),
+    ("training.per_device_train_batch_size=eight", "per_device_train_batch_size"),
+    ("training.bf16=maybe", "training.bf16"),
+    ("training.max_steps=[1]", "training.max_steps"),
+    ("model.lora_rank=true", "model.lora_rank"),
+    ("data.train=shards/synthetic", "data.train"),
+    ("training.lr_scheduler_type=cosin", "'cosine'"),
+    ("model.model_dtype=fp16", "model.model_dtype"),
+    ("data.batching=second", "'seconds'"),
+    ("training.report_to=tensorboard", "training.report_to"),
+    ("training.num_train_epochs=two", "num_train_epochs"),
     ("deepspeed.offload=yes please", "deepspeed.offload"),
 ]:
     case(TRAIN, ["--config", "tiny", bad], must)
@@ -108,8 +123,12 @@ for ds, must in [
 ALL_FROZEN = ["training.freeze_projector=true", "training.freeze_audio_encoder=true",
               "training.freeze_language_model=true", "training.freeze_text_embed_tokens=true"]
 case(TRAIN, ["--config", "tiny", *ALL_FROZEN, "model.use_lora=false"], "nothing left to train")
-case(TRAIN, ["--config", "tiny", *ALL_FROZEN, "model.use_lora=true", "training.use_lora=false"], "nothing left to train")
-case(TRAIN, ["--config", "tiny", "training.freeze_language_model=false", "model.use_lora=true"], "freeze_language_model")
+case(
+    TRAIN, ["--config", "tiny", *ALL_FROZEN, "model.use_lora=true", "training.use_lora=false"], "nothing left to train"
+)
+case(
+    TRAIN, ["--config", "tiny", "training.freeze_language_model=false", "model.use_lora=true"], "freeze_language_model"
+)
 case(TRAIN, ["--config", "tiny", "training.push_to_hub=true"], "hub_model_id")
 
 # ---- the other commands
@@ -241,7 +260,11 @@ def test_real_commands_exit_2_with_one_line():
     for p, (argv, must) in zip(procs, SUBPROCESS):
         out, err = p.communicate(timeout=300)
         assert p.returncode == 2, (argv, err[-2000:])
-        lines = [line for line in err.splitlines() if line.strip() and "WARNING" not in line and "real_accelerator" not in line]
+        lines = [
+            line
+            for line in err.splitlines()
+            if line.strip() and "WARNING" not in line and "real_accelerator" not in line
+        ]
         assert len(lines) == 1 and "error:" in lines[0] and must in lines[0], (argv, err[-2000:])
         assert "Traceback" not in err
 

@@ -27,7 +27,9 @@ def test_reader_skips_and_counts_every_bad_item(synthetic_shards, tmp_path, capl
     steps = loaders[0].steps_per_epoch
     per_rank = [list(lo) for lo in loaders]
     assert [len(b) for b in per_rank] == [steps] * world  # equal steps: no rank waits in a collective
-    seen = collections.Counter(i for b in per_rank for batch in b for i, w in zip(batch["ids"], batch["weight"]) if w > 0)
+    seen = collections.Counter(
+        i for b in per_rank for batch in b for i, w in zip(batch["ids"], batch["weight"]) if w > 0
+    )
     assert set(seen) == set(bad.good) and max(seen.values()) == 1
     stats = loaders[0].stats + loaders[1].stats
     assert stats["bad_clips"] == len(BAD)  # corrupt, zero-length, NaN, inf, non-UTF-8, empty text

@@ -3,8 +3,6 @@ import math
 import subprocess
 import sys
 
-import pytest
-
 from speechlm import report
 
 
@@ -23,7 +21,13 @@ def test_report_writes_nonempty_pngs_and_skips_bad_lines(tmp_path):
     series = report.read_metrics(run / "metrics.jsonl")
     assert len(series["train/loss"][0]) == 59 and series["eval/loss"] == ([50], [0.5])
     paths = report.write_plots(run)
-    assert {p.name for p in paths} == {"overview.png", "loss.png", "learning_rate.png", "grad_norm.png", "throughput.png"}
+    assert {p.name for p in paths} == {
+        "overview.png",
+        "loss.png",
+        "learning_rate.png",
+        "grad_norm.png",
+        "throughput.png",
+    }
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
 

@@ -51,7 +51,8 @@ def test_auto_batch_from_the_stated_memory_or_as_the_checkpoint_recorded():
                    "training.clips_per_step_per_device=8")
     run = resolve_run(cfg, world=1, device_name="cpu", bf16_supported=True, device_memory=(1000.0, "stated"))
     t = run.cfg.training
-    assert (t.per_device_train_batch_size, t.gradient_accumulation_steps) == (8, 1) == (run.auto.micro, run.auto.accumulation)
+    picked = (t.per_device_train_batch_size, t.gradient_accumulation_steps)
+    assert picked == (8, 1) == (run.auto.micro, run.auto.accumulation)
     assert run.ds_config["train_micro_batch_size_per_gpu"] == 8
     resumed = resolve_run(cfg, world=1, device_name="cpu", bf16_supported=True, device_memory=(1000.0, "stated"),
                           saved=saved_state(2, 4, 1), saved_path="ckpt/step-5")

@@ -127,7 +127,7 @@ def mixed_inputs(synthetic_shards, tmp_path_factory):
 
     # librispeech: dev-clean/SPK/CH/SPK-CH-NNNN.flac + SPK-CH.trans.txt, LibriSpeech-style labels
     lines = []
-    for k, (cid, (flac, meta)) in enumerate(evals[4:12]):
+    for k, (_cid, (flac, meta)) in enumerate(evals[4:12]):
         oid = f"84-121123-{k:04d}"
         _write(root / "ls" / "dev-clean" / "84" / "121123" / f"{oid}.flac", flac)
         lines.append(f"{oid} {re.sub(r'[^A-Za-z ]', '', meta['text']).upper()}")
@@ -178,7 +178,7 @@ def test_all_source_kinds_counts_drops_and_truecasing(mixed_inputs, tmp_path, ca
         "undecodable_audio": 2, "too_short": 1, "too_long": 1, "empty_text": 1}
     assert man["drops"]["total"] == 5 and man["drops"]["by_reason"]["undecodable_audio"] == 2
     assert "skipped undecodable audio: garbage" in caplog.text and "dropped 1 man/train clips: too_long" in caplog.text
-    for name, src in man["sources"].items():
+    for src in man["sources"].values():
         for split, n in src["input"].items():  # kept = input - counted drops, per source and split
             assert src["kept"][split] == n - src["dropped"].get(split, 0)
     assert man["sources"]["man"]["input"] == {"train": 29, "eval": 4} and man["sources"]["man"]["weight"] == 2.0

@@ -20,8 +20,17 @@ import soundfile as sf
 import yaml
 
 from speechlm.config import REPO_ROOT, ConfigError
-from speechlm.shard import NormalizeConfig, OutputConfig, RowFilter, ShardRecipe, Source, build, merge
-from speechlm.shard import hfstream, plan
+from speechlm.shard import (
+    NormalizeConfig,
+    OutputConfig,
+    RowFilter,
+    ShardRecipe,
+    Source,
+    build,
+    hfstream,
+    listing,
+    merge,
+)
 
 SR = 16000
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
@@ -182,7 +191,7 @@ def test_remote_data_file_is_fetched_and_read_by_row_group(tmp_path):
     cell = hfstream.chunk_cells(str(copy), [1, 2], "audio", first_row=4)
     assert len(hfstream.decode_cell(cell(9))) == int(SR * (0.9 + 4 * 0.2))
     units = [{"rows": n} for n in (5, 9, 1, 4, 4)]
-    parts = plan.assign(units, 2)
+    parts = listing.assign(units, 2)
     assert parts == [[1, 4], [0, 2, 3]] and sorted(sum(parts, [])) == list(range(5))
 
 

@@ -33,11 +33,11 @@ class Collator:
         self._prompts: dict[int, list[int]] = {}
 
     @classmethod
-    def from_config(cls, cfg, tokenizer, family=None) -> "Collator":
+    def from_config(cls, cfg, tokenizer, family=None) -> Collator:
         """`family` defaults to the one `model.audio_model_id` names (read from its config)."""
         m = cfg.model
         if family is None:
-            from speechlm.model.encoders import family_for
+            from speechlm.model.encoders import family_for  # data's one upward import: the encoder's features
 
             family = family_for(m.audio_model_id, m.trust_remote_code)
         return cls(tokenizer, prompt=m.prompt, audio_token=m.audio_token, family=family,
@@ -89,3 +89,11 @@ class Collator:
             "ids": [str(s["id"]) for s in samples],
             "audio_seconds": torch.tensor([len(w) / SAMPLE_RATE for w in waves], dtype=torch.float32),
         }
+
+
+class Clips:
+    """A collator that hands the decoded clips over as they are, `{"clips": [{"id", "text", "audio"}]}`
+    (eval and transcription take waves, not token batches); weight-0 padding clips are left out."""
+
+    def __call__(self, samples: list[dict]) -> dict:
+        return {"clips": [{k: s[k] for k in ("id", "text", "audio")} for s in samples if s.get("weight", 1.0) > 0]}

@@ -7,9 +7,9 @@
     loader.load_state_dict(state)     # the next batch is the one after the last one yielded
 
 A state saved under another world size or worker count (an elastic resume) re-plans the rest of
-its epoch for this layout: the clips already consumed are left out (speechlm.data.plan).
+its epoch for this layout: the clips already consumed are left out (speechlm.data.epoch_plan).
 
-Each rank builds the same plan (speechlm.data.plan) and runs its own part with a torch DataLoader
+Each rank builds the same plan (speechlm.data.epoch_plan) and runs its own part with a torch DataLoader
 whose workers collate (features + tokens) in parallel. Batches come out in plan order: a small
 reorder buffer undoes any difference between workers' arrival order and step order.
 """
@@ -20,13 +20,14 @@ import logging
 import shutil
 import signal
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
 from speechlm.config import ConfigError, DataSet
-from speechlm.data.plan import PAD, Block, Catalog, EpochPlan, load_catalog, plan_epoch, plan_eval
+from speechlm.data.catalog import Catalog, load_catalog
+from speechlm.data.epoch_plan import PAD, Block, EpochPlan, plan_epoch, plan_eval
 from speechlm.data.reader import PlanDataset
 from speechlm.data.remote import RemoteIO
 
@@ -167,7 +168,7 @@ class TrainLoader:
         self._plan: EpochPlan | None = None
 
     @classmethod
-    def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> "TrainLoader":
+    def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> TrainLoader:
         d, t = cfg.data, cfg.training
         by_seconds = d.batching == "seconds"
         if by_seconds and d.batch_seconds <= 0:
@@ -265,12 +266,12 @@ class EvalLoader:
 
     def __init__(self, sets: list[DataSet], collator, *, batch_size: int, max_samples_per_set: int = 200,
                  rank: int = 0, world_size: int = 1, num_workers: int = 0, prefetch_factor: int = 2,
-                 remote_io: RemoteIO | None = None):
+                 remote_io: RemoteIO | None = None, what: str = "data.eval"):
         if batch_size <= 0:
             raise ConfigError("training.per_device_eval_batch_size: must be > 0")
         self.remote_io = remote_io or RemoteIO()
-        self.catalog = load_catalog([s.path for s in sets], [s.split for s in sets], what="data.eval", io_=self.remote_io)
-        check_clip_limit(self.catalog, sets, *_collator_limit(collator), "data.eval")
+        self.catalog = load_catalog([s.path for s in sets], [s.split for s in sets], what=what, io_=self.remote_io)
+        check_clip_limit(self.catalog, sets, *_collator_limit(collator), what)
         self.collator, self.rank, self.num_workers = collator, rank, num_workers
         self.prefetch_factor = prefetch_factor
         self.stats: Counter = Counter()
@@ -278,7 +279,7 @@ class EvalLoader:
                               num_workers=num_workers, batch_size=batch_size)
 
     @classmethod
-    def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> "EvalLoader":
+    def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> EvalLoader:
         return cls(cfg.data.eval, collator, batch_size=cfg.training.per_device_eval_batch_size,
                    max_samples_per_set=cfg.data.max_eval_samples_per_dataset, rank=rank,
                    world_size=world_size, num_workers=cfg.data.num_workers, prefetch_factor=cfg.data.prefetch_factor,
@@ -288,7 +289,8 @@ class EvalLoader:
         return self.plan.steps
 
     def __iter__(self) -> Iterator[dict]:
-        _check_workers(self.catalog, self.plan.workers[self.rank], self.collator, self.num_workers, self.prefetch_factor)
-        ds = PlanDataset(self.catalog, self.plan.workers[self.rank], self.plan.pad_gid, self.collator, io_=self.remote_io)
+        mine = self.plan.workers[self.rank]
+        _check_workers(self.catalog, mine, self.collator, self.num_workers, self.prefetch_factor)
+        ds = PlanDataset(self.catalog, mine, self.plan.pad_gid, self.collator, io_=self.remote_io)
         for _, batch in _batches(ds, self.num_workers, self.prefetch_factor, 0, self.stats):
             yield batch

@@ -18,7 +18,7 @@ import json
 import logging
 import re
 from collections import Counter
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -26,7 +26,8 @@ from webdataset import tariterators
 
 from speechlm import audio as audio_io
 from speechlm.data import remote
-from speechlm.data.plan import PAD, Catalog, Block
+from speechlm.data.catalog import Catalog
+from speechlm.data.epoch_plan import PAD, Block
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +173,8 @@ class PlanDataset(torch.utils.data.IterableDataset):
             return {"id": clip_id, "text": str(meta["text"]), "audio": wave}
         except (audio_io.AudioError, ValueError, KeyError, TypeError) as e:
             stats["bad_clips"] += 1
-            log.warning("clip %s in %s is unusable (%s): dropped from its batch", clip_id, self.catalog.shards[s].file, e)
+            log.warning("clip %s in %s is unusable (%s): dropped from its batch", clip_id,
+                        self.catalog.shards[s].file, e)
             return None
 
     def _pad_sample(self) -> dict:

@@ -61,7 +61,7 @@ class RemoteIO:
     cache_bytes: int = 0  # size cap of cache_dir; the least recently used tars go first
 
     @classmethod
-    def from_config(cls, d) -> "RemoteIO":
+    def from_config(cls, d) -> RemoteIO:
         return cls(retries=d.io_retries, timeout_s=d.io_timeout_s, backoff_s=d.io_backoff_s,
                    cache_dir=d.cache_dir or None, cache_bytes=int(d.cache_max_gb * 2**30))
 
@@ -196,7 +196,7 @@ class ResilientReader(io.RawIOBase):
                     while left:  # a streaming file: read up to where we were
                         chunk = f.read(min(left, 1 << 20))
                         if not chunk:
-                            raise EOFError(f"{self.url} is shorter than the {self.pos} bytes read before")
+                            raise EOFError(f"{self.url} is shorter than the {self.pos} bytes read before") from None
                         left -= len(chunk)
         except BaseException:
             f.close()
@@ -288,7 +288,8 @@ def cached(url: str, io_: RemoteIO) -> str | None:
                     break
                 out.write(chunk)
                 if io_.cache_bytes and out.tell() > io_.cache_bytes:
-                    log.warning("%s is larger than the shard cache (%d bytes): streamed, not cached", url, io_.cache_bytes)
+                    log.warning("%s is larger than the shard cache (%d bytes): streamed, not cached", url,
+                                io_.cache_bytes)
                     return None
         os.replace(tmp, dest)
     finally:

@@ -43,12 +43,14 @@ def render(model, info: dict, merged: bool = False) -> str:
     lines += [f"- {k}: {v}" for k, v in recipe.items()]
     lines += ["", "## Data", ""]
     data = info.get("data") or []
-    lines += [f"- {d['name']}: " + ", ".join(f"{k} {v}" for k, v in d.items() if k != "name") for d in data] or ["- not recorded"]
+    lines += [f"- {d['name']}: " + ", ".join(f"{k} {v}" for k, v in d.items() if k != "name")
+              for d in data] or ["- not recorded"]
     lines += ["", "## Evaluation", ""]
     evals = info.get("eval") or []
     if evals:
         lines += ["| dataset | clips | WER % | orthographic WER % |", "|---|---|---|---|"]
-        lines += [f"| {r['dataset']} | {r['clips']} | {100 * r['wer']:.2f} | {100 * r['orthographic_wer']:.2f} |" for r in evals]
+        lines += [f"| {r['dataset']} | {r['clips']} | {100 * r['wer']:.2f} | {100 * r['orthographic_wer']:.2f} |"
+                  for r in evals]
     else:
         lines += ["Not evaluated at export time: `python -m speechlm.eval -m THIS_FOLDER -d DATASET`."]
     lines += ["", "## Use", "", USAGE.format(repo=repo, window=window)]

@@ -27,7 +27,8 @@ def load_config(model_id: str, trust_remote_code: bool = False, allow_bundled: b
     except (OSError, ValueError) as e:
         bundled = bundled_config_path(model_id)
         if not (allow_bundled and bundled.is_file()):
-            raise ConfigError(f"can't read the config of '{model_id}' locally ({type(e).__name__}) and none is bundled") from None
+            raise ConfigError(f"can't read the config of '{model_id}' locally ({type(e).__name__}) "
+                              "and none is bundled") from None
         d = {k: v for k, v in json.loads(bundled.read_text()).items() if not k.startswith("_")}
         log.info("%s: not available locally, using the bundled config %s", model_id, bundled.name)
         return AutoConfig.for_model(d.pop("model_type"), **d)

@@ -3,12 +3,13 @@ checkpoints and the environment."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from speechlm.config import REPO_ROOT, Config
 from speechlm.data import remote
 from speechlm.plan.models import Shapes, _offline
+from speechlm.shard import sources
+from speechlm.shard.sources.hf import hub_files_bytes  # noqa: F401  (speechlm.plan re-exports it)
 
 GIB = 1024**3
 FLAC_BYTES_PER_SECOND = 20_000  # 16 kHz 16-bit mono FLAC is ~60% of 32 kB/s
@@ -78,37 +79,13 @@ def _source_bytes(recipe: str | None) -> int | None:
         path = REPO_ROOT / "shards" / f"{recipe}.yaml"
     if not path.is_file():
         return None
-    from huggingface_hub import HfApi
-
     total = 0
     for src in (yaml.safe_load(path.read_text()) or {}).get("sources", []):
-        if src.get("kind") != "hf":
-            return None if src.get("kind") != "synthetic" else total
-        try:
-            info = HfApi().dataset_info(src["path"], files_metadata=True)
-        except Exception as e:  # gated, missing or unreachable: report it as unknown
-            print(f"plan: {src['path']}: dataset metadata unavailable ({type(e).__name__})", file=sys.stderr)
+        size = sources.source_type(src.get("kind")).estimate_bytes(src)
+        if size is None:
             return None
-        splits = [x for items in (src.get("splits") or {}).values() for x in items]
-        total += hub_files_bytes([(f.rfilename, f.size or 0) for f in info.siblings or []],
-                                 str(src.get("subset") or ""), splits)
+        total += size
     return total
-
-
-def hub_files_bytes(files: list[tuple[str, int]], subset: str, splits: list[str]) -> int:
-    """Bytes of a dataset repo's files that a build downloads: those of the subset (a folder or name
-    prefix), narrowed to the recipe's splits where the files are named by split (clean/validation/...
-    or validation-0000.parquet): openslr/librispeech_asr's `clean` also holds 30 GB of training
-    splits that a dev-clean run never fetches."""
-    def in_subset(name: str) -> bool:
-        return not subset or subset in name.split("/") or name.startswith(subset)
-
-    def in_split(name: str, split: str) -> bool:
-        return any(part == split or part.startswith(split + "-") for part in name.split("/"))
-
-    ours = [(n, b) for n, b in files if in_subset(n)]
-    by_split = [(n, b) for n, b in ours if any(in_split(n, sp) for sp in splits)]
-    return sum(b for _, b in (by_split or ours))  # files not named by split: all of the subset
 
 
 def disk(cfg: Config, shapes: Shapes, data: dict) -> dict:

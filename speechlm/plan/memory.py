@@ -92,7 +92,8 @@ def batch_memory(cfg: Config, shapes: Shapes, *, world: int, batch: int, seq_len
                       model_bytes=2 if (t.bf16 and cfg.model.model_dtype != "float32") else 4,
                       compute_bytes=compute, offload=cfg.deepspeed.offload)
     if t.gradient_checkpointing:
-        decoder = (tokens * shapes.ckpt_act_elems_per_token + chunked * shapes.ckpt_act_chunked_elems_per_token) * compute
+        per_token, per_chunked = shapes.ckpt_act_elems_per_token, shapes.ckpt_act_chunked_elems_per_token
+        decoder = (tokens * per_token + chunked * per_chunked) * compute
     else:
         decoder = (tokens * shapes.act_elems_per_token + chunked * shapes.act_chunked_elems_per_token) * compute
     encoder = audio_seconds * shapes.enc_frames_per_second * shapes.enc_act_elems_per_frame * compute
@@ -115,7 +116,8 @@ def fit_batch(cfg: Config, shapes: Shapes, gpu: GPU, *, world: int, clip_seconds
     budget = gpu.memory_gib * GIB * USABLE_FRACTION
     b = t.per_device_train_batch_size * t.gradient_accumulation_steps
     while b >= 1:
-        if effective % (b * world) == 0 and step_memory(cfg, shapes, batch=b, world=world, clip_seconds=clip_seconds)["total"] <= budget:
+        fits = step_memory(cfg, shapes, batch=b, world=world, clip_seconds=clip_seconds)["total"] <= budget
+        if effective % (b * world) == 0 and fits:
             return b, effective // (b * world)
         b = b // 2 if b > 1 else 0
     return None

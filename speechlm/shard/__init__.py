@@ -3,19 +3,25 @@
 `build(recipe, out_dir, workers)` is the library entry point (a recipe path, a name in shards/,
 or a ShardRecipe object); see docs/design.md for the output contract.
 """
-from speechlm.shard.schema import (NormalizeConfig, OutputConfig, RowFilter, ShardRecipe, Source, SyntheticConfig,
-                                   load_recipe)
+from speechlm.shard.schema import (
+    NormalizeConfig,
+    OutputConfig,
+    RowFilter,
+    ShardRecipe,
+    Source,
+    SyntheticConfig,
+    load_recipe,
+)
 
 
 def build(*args, **kwargs):
-    # imported on use: worker processes import this package but need none of the pipeline's imports
-    from speechlm.shard.pipeline import build as _build
+    from speechlm.shard.pipeline import build as _build  # on use: shard workers import this package, not the pipeline
 
     return _build(*args, **kwargs)
 
 
 def merge(out_dir):
-    from speechlm.shard.merge import merge as _merge
+    from speechlm.shard.merge import merge as _merge  # on use, as build above
 
     return _merge(out_dir)
 
@@ -24,4 +30,5 @@ build.__doc__ = ("build(recipe, out_dir=None, workers=None, overrides=(), overwr
                  "task_index=0) -> Path (see pipeline.build)")
 merge.__doc__ = "merge(out_dir) -> Path: the one manifest of a build split into tasks (see shard.merge)"
 
-__all__ = ["build", "merge", "load_recipe", "ShardRecipe", "Source", "SyntheticConfig", "NormalizeConfig", "OutputConfig", "RowFilter"]
+__all__ = ["build", "merge", "load_recipe", "ShardRecipe", "Source", "SyntheticConfig", "NormalizeConfig",
+           "OutputConfig", "RowFilter"]

@@ -8,6 +8,8 @@ import logging
 import sys
 
 from speechlm.config import cli_errors
+from speechlm.shard.merge import merge
+from speechlm.shard.pipeline import build
 
 
 @cli_errors
@@ -15,15 +17,11 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     if argv[:1] == ["merge"]:
-        from speechlm.shard.merge import merge
-
         ap = argparse.ArgumentParser(prog="python -m speechlm.shard merge",
                                      description="rename the tasks' tars and write the one manifest.json")
         ap.add_argument("dir", help="the --out folder every task built into")
         print(merge(ap.parse_args(argv[1:]).dir))
         return
-    from speechlm.shard.pipeline import build
-
     ap = argparse.ArgumentParser(prog="python -m speechlm.shard", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", required=True, help="recipe file, or the name of one in shards/")

@@ -17,8 +17,8 @@ from pathlib import Path
 from speechlm.config import ConfigError
 from speechlm.config import build as build_config
 from speechlm.fsutil import atomic_write
+from speechlm.shard.listing import PLAN
 from speechlm.shard.manifest import build_manifest
-from speechlm.shard.plan import PLAN
 from speechlm.shard.schema import ShardRecipe, fingerprint
 
 log = logging.getLogger("speechlm.shard")
@@ -65,7 +65,8 @@ def merge(out: str | Path) -> Path:
         if part.is_file():
             os.replace(part, final)
         elif not final.is_file():
-            raise ConfigError(f"merge: {part} is missing; delete {stage / 'done'} entries of its file and rerun its task")
+            raise ConfigError(f"merge: {part} is missing; delete {stage / 'done'} entries of its file and rerun "
+                              "its task")
     manifest = build_manifest(cfg, fp, entries, plan["inputs"], drops, plan["truecaser"], plan["truecased"])
     atomic_write(out / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
     shutil.rmtree(stage)

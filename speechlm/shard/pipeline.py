@@ -1,4 +1,4 @@
-"""build(): a first pass over the sources' labels (plan), then this task's source files, one at a
+"""build(): a first pass over the sources' labels (the listing), then this task's source files, one at a
 time: their rows decoded into staged chunks (parallel), cut into tars; then merge -> manifest.
 
 A one-machine build is task 0 of 1 followed by the merge; a build split across machines runs the
@@ -21,9 +21,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from speechlm.config import ConfigError
-from speechlm.shard import hfstream, plan, writer
+from speechlm.fsutil import atomic_write
+from speechlm.shard import hfstream, listing, writer
+from speechlm.shard.listing import TRUECASER
 from speechlm.shard.merge import STAGE, TAR_NAME, merge
-from speechlm.shard.plan import TRUECASER
 from speechlm.shard.schema import SHARD_RECIPES, ShardRecipe, fingerprint, load_recipe
 
 log = logging.getLogger("speechlm.shard")
@@ -57,12 +58,12 @@ def build(recipe: str | Path | ShardRecipe, out_dir: str | Path | None = None, w
         return out
     stage = out / STAGE
     stage.mkdir(parents=True, exist_ok=True)
-    writer.atomic_write(stage / "fingerprint", fp.encode())
-    writer.atomic_write(stage / "recipe.json", json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode())
+    atomic_write(stage / "fingerprint", fp.encode())
+    atomic_write(stage / "recipe.json", json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode())
 
-    the_plan = plan.prepare(cfg, out, stage)
-    mine = plan.assign(the_plan["units"], num_tasks)[task_index]
-    _run_units(cfg, [the_plan["units"][i] for i in mine], stage, workers)
+    listed = listing.prepare(cfg, out, stage)
+    mine = listing.assign(listed["units"], num_tasks)[task_index]
+    _run_units(cfg, [listed["units"][i] for i in mine], stage, workers)
     if num_tasks == 1:
         return merge(out)
     log.info("task %d of %d done (%d source files); once every task is: python -m speechlm.shard merge %s",
@@ -154,7 +155,7 @@ def _run_units(cfg: ShardRecipe, units: list[dict], stage: Path, workers: int) -
                     if j < len(todo) and j not in ahead:
                         ahead[j] = fetcher.submit(_local_file, todo[j], stage)
                 local = ahead.pop(k).result()
-                _run_unit(cfg, by_name[unit["source"]], dict(unit, chunks=plan.load_chunks(stage, unit)), local,
+                _run_unit(cfg, by_name[unit["source"]], dict(unit, chunks=listing.load_chunks(stage, unit)), local,
                           stage, pool, bar)
                 if local and (stage / "fetch") in Path(local).parents:
                     Path(local).unlink()
@@ -193,7 +194,7 @@ def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path,
     done = {"drops": drops, "shards": [{"part": Path(p["path"]).name, "ids": [c["id"] for c in p["clips"]],
                                         "durations": [c["duration"] for c in p["clips"]]} for p in parts]}
     _done_path(stage, unit).parent.mkdir(exist_ok=True)
-    writer.atomic_write(_done_path(stage, unit), json.dumps(done, sort_keys=True).encode())
+    atomic_write(_done_path(stage, unit), json.dumps(done, sort_keys=True).encode())
     for task in tasks:  # the working set goes once the file's tars are written
         Path(task["blob"]).unlink(missing_ok=True)
         Path(task["meta"]).unlink(missing_ok=True)

@@ -9,27 +9,11 @@ from pathlib import Path
 from typing import Literal
 
 from speechlm.config import REPO_ROOT, ConfigError, build, find_recipe, load_tree
+from speechlm.shard import sources
+from speechlm.shard.sources import SPLITS
+from speechlm.shard.synthetic import SyntheticConfig
 
 SHARD_RECIPES = REPO_ROOT / "shards"
-SPLITS = ("train", "eval", "test")
-
-
-@dataclass
-class SyntheticConfig:
-    """The built-in espeak-ng corpus: distinct sentences per split, random voice/speed/pitch per clip."""
-
-    train: int = 400
-    eval: int = 40
-    test: int = 40
-    # how many of the test sentences contain words never heard in train or eval (the rest use only
-    # training words): the two halves whose WER the demo reports apart
-    unseen_test: int = 0
-    voices: list[str] = field(
-        default_factory=lambda: ["en-us", "en-us+f3", "en-gb+m3", "en-gb-x-rp+f2", "en-gb-scotland", "en-029+m5"]
-    )
-    speeds: list[int] = field(default_factory=lambda: [140, 160, 180])  # words per minute
-    pitches: list[int] = field(default_factory=lambda: [35, 50, 65])
-    seed: int = 0
 
 
 @dataclass
@@ -44,7 +28,7 @@ class RowFilter:
 @dataclass
 class Source:
     name: str
-    kind: Literal["hf", "manifest", "librispeech", "synthetic"]
+    kind: str  # a registered source type (speechlm/shard/sources/): hf, manifest, librispeech, synthetic
     # mixing weight, carried to manifest.json for the reader
     weight: float = 1.0
     # hf: hub id, save_to_disk folder, or folder of parquet files (local, or an fsspec URL such as
@@ -117,28 +101,12 @@ class ShardRecipe:
             seen.add(s.name)
             if s.weight <= 0:
                 raise ConfigError(f"{key}.weight: must be > 0, got {s.weight}")
-            if s.kind in ("hf", "librispeech") and not s.path:
-                raise ConfigError(f"{key}.path: required for kind '{s.kind}'")
-            if s.kind == "synthetic" and not 0 <= s.synthetic.unseen_test <= s.synthetic.test:
-                raise ConfigError(f"{key}.synthetic.unseen_test: must be between 0 and {key}.synthetic.test "
-                                  f"({s.synthetic.test}), got {s.synthetic.unseen_test}")
-            if s.kind != "synthetic":
-                if not s.splits:
-                    raise ConfigError(f"{key}.splits: required for kind '{s.kind}' (e.g. {{train: [...], eval: [...]}})")
-                for split, items in s.splits.items():
-                    if split not in SPLITS:
-                        raise ConfigError(f"{key}.splits.{split}: split must be one of {', '.join(SPLITS)}")
-                    if not isinstance(items, list) or not items or not all(isinstance(x, str) for x in items):
-                        raise ConfigError(f"{key}.splits.{split}: expected a non-empty list of names, got {items!r}")
-            if s.stream is not None and s.kind != "hf":
-                raise ConfigError(f"{key}.stream: only an hf source streams (kind is '{s.kind}')")
+            sources.source_type(s.kind, f"{key}.kind").validate(s, key)
             if s.text_column is None and not s.keep_empty:
                 raise ConfigError(f"{key}.text_column: null (no labels) needs keep_empty: true")
             for j, f in enumerate(s.filters):
                 if (f.include is None) == (f.exclude is None):
                     raise ConfigError(f"{key}.filters[{j}]: give exactly one of include or exclude")
-                if s.kind not in ("hf", "manifest"):
-                    raise ConfigError(f"{key}.filters: only hf and manifest sources have columns to filter on")
             for split, n in s.max_clips.items():
                 if split not in SPLITS:
                     raise ConfigError(f"{key}.max_clips.{split}: split must be one of {', '.join(SPLITS)}")

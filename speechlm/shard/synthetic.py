@@ -11,11 +11,32 @@ from __future__ import annotations
 import random
 import shutil
 import subprocess
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from speechlm.audio import AudioError, decode, to_mono_16k
 from speechlm.config import ConfigError
+
+
+@dataclass
+class SyntheticConfig:
+    """The built-in espeak-ng corpus: distinct sentences per split, random voice/speed/pitch per clip."""
+
+    train: int = 400
+    eval: int = 40
+    test: int = 40
+    # how many of the test sentences contain words never heard in train or eval (the rest use only
+    # training words): the two halves whose WER the demo reports apart
+    unseen_test: int = 0
+    voices: list[str] = field(
+        default_factory=lambda: ["en-us", "en-us+f3", "en-gb+m3", "en-gb-x-rp+f2", "en-gb-scotland", "en-029+m5"]
+    )
+    speeds: list[int] = field(default_factory=lambda: [140, 160, 180])  # words per minute
+    pitches: list[int] = field(default_factory=lambda: [35, 50, 65])
+    seed: int = 0
+
+
 
 NAMES = ["John", "Mary", "Anna", "Peter", "Sarah", "David", "Emma", "James"]
 PLACES = ["London", "Paris", "Berlin", "Boston", "Rome", "Dublin"]
@@ -124,8 +145,10 @@ def rows(cfg, split: str) -> list[tuple[str, str, tuple]]:
     out = []
     for i, text in enumerate(texts):
         # test ids name their half ("test-seen-00003", "test-unseen-00001") so WER can be split
-        name = f"{split}-{'unseen' if has_unseen_word(text) else 'seen'}" if split == "test" and cfg.unseen_test else split
-        out.append((f"{name}-{i:05d}", text, (text, rng.choice(cfg.voices), rng.choice(cfg.speeds), rng.choice(cfg.pitches))))
+        half = "unseen" if has_unseen_word(text) else "seen"
+        name = f"{split}-{half}" if split == "test" and cfg.unseen_test else split
+        spec = (text, rng.choice(cfg.voices), rng.choice(cfg.speeds), rng.choice(cfg.pitches))
+        out.append((f"{name}-{i:05d}", text, spec))
     return out
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from sacremoses import MosesDetokenizer, MosesTokenizer, MosesTruecaser
 
+from speechlm.config import ConfigError
+
 BUILTIN = Path(__file__).resolve().parent.parent / "assets" / "truecaser_en.model.gz"
 BUILTIN_NAME = "builtin:truecaser_en"
 BUILTIN_ABOUT = ("unigram casing counts of the `truecase` package 0.0.14 (Apache-2.0) English "
@@ -44,8 +46,6 @@ def load(model_file: str | Path, save_to: Path) -> MosesTruecaser:
     """Use a given model file; a copy goes beside the shards so the build is self-describing."""
     src = Path(model_file).expanduser()
     if not src.is_file():
-        from speechlm.config import ConfigError
-
         raise ConfigError(f"normalize.truecase_model: file not found: {model_file}")
     save_to.parent.mkdir(parents=True, exist_ok=True)
     if src.resolve() != save_to.resolve():

@@ -8,15 +8,13 @@ temporary name and renamed when complete, so a killed build resumes by skipping 
 """
 from __future__ import annotations
 
-from speechlm.fsutil import atomic_write  # noqa: F401  (pipeline uses writer.atomic_write)
-
 import io
 import json
-import os
 import tarfile
 from pathlib import Path
 
 from speechlm import audio
+from speechlm.fsutil import atomic_write
 from speechlm.shard import hfstream, sources
 from speechlm.shard import normalize as N
 from speechlm.shard.schema import Source
@@ -64,7 +62,7 @@ def process_chunk(task: dict) -> dict:
         cells = hfstream.chunk_cells(task["file"], task["groups"], src.audio_column, task["first"])
         get = lambda ref: hfstream.decode_cell(cells(ref))  # noqa: E731
     else:
-        get = lambda ref: sources.fetch(src, ref)  # noqa: E731
+        get = lambda ref: sources.of(src).fetch(src, ref)  # noqa: E731
     for cid, oid, text, ref in task["rows"]:
         try:
             wave = get(ref)

@@ -38,7 +38,7 @@ class RunSettings:
         t = self.cfg.training
         return t.per_device_train_batch_size * t.gradient_accumulation_steps * self.world
 
-    def with_pick(self, pick: BatchPick | None) -> "RunSettings":
+    def with_pick(self, pick: BatchPick | None) -> RunSettings:
         """These settings after the CUDA probe changed the auto pick (autobatch.probe applies it to cfg)."""
         if pick is None:
             return self

@@ -7,6 +7,7 @@ three (by pid) at the end, even on failure. Every command must see SLURM_CONF (s
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import socket
@@ -84,7 +85,20 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 
 @contextlib.contextmanager
 def cluster(tmp: Path, cpus: int = 2, kill_wait: int = 60):
-    """Yields the environment (os.environ + SLURM_CONF) for sbatch/squeue/scontrol."""
+    """Yields the environment (os.environ + SLURM_CONF) for sbatch/squeue/scontrol. One cluster at a
+    time on a host (Debian's Slurm runs one slurmd per host): a second one, from another pytest-xdist
+    worker or another run, waits for the first to stop."""
+    with open(HOST_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        with _cluster(tmp, cpus, kill_wait) as env:
+            yield env
+
+
+HOST_LOCK = "/tmp/speechlm-test-slurm.lock"
+
+
+@contextlib.contextmanager
+def _cluster(tmp: Path, cpus: int, kill_wait: int):
     install()
     _munge_key()
     tmp = Path(tmp)

@@ -47,7 +47,8 @@ def load_audio(item) -> np.ndarray:
         try:
             wave, sr = soundfile.read(src, dtype="float32", always_2d=False)
         except Exception as e:  # soundfile's errors vary by libsndfile version
-            raise ValueError(f"cannot decode audio {item if isinstance(item, str) else f'({len(item)} bytes)'}: {e}") from None
+            what = item if isinstance(item, str) else f"({len(item)} bytes)"
+            raise ValueError(f"cannot decode audio {what}: {e}") from None
         return _to_16k(wave, sr)
     return _to_16k(item, SAMPLE_RATE)
 

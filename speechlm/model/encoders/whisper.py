@@ -189,7 +189,8 @@ class WhisperFamily(EncoderFamily):
         path = str(encoder.config.name_or_path)
         if path not in self._logged_decoder_skip:
             self._logged_decoder_skip.add(path)
-            log.info("%s: loaded only the Whisper encoder; the checkpoint's decoder weights are ignored on purpose", path)
+            log.info("%s: loaded only the Whisper encoder; the checkpoint's decoder weights are ignored on purpose",
+                     path)
         return encoder
 
     def encode(self, encoder, input_features, feature_mask):

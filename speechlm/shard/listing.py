@@ -1,4 +1,4 @@
-"""The first pass of a build, done once per shard set: every unit's rows listed (text only),
+"""The listing: the first pass of a build, done once per shard set: every unit's rows listed (text only),
 filtered, normalized, de-duplicated, capped and truecased, then cut into work chunks.
 
 The result is `.stage/plan.json`, which every build task reads, so all tasks of a build split
@@ -14,10 +14,9 @@ import random
 import re
 from pathlib import Path
 
-from speechlm.config import ConfigError
 from speechlm.fsutil import atomic_write
 from speechlm.shard import normalize as N
-from speechlm.shard import sources, synthetic, truecase
+from speechlm.shard import sources, truecase
 from speechlm.shard.schema import RowFilter, ShardRecipe
 
 log = logging.getLogger("speechlm.shard")
@@ -56,10 +55,10 @@ def make(cfg: ShardRecipe, out: Path) -> dict:
     units, inputs, drops = [], {}, {}
     for i, src in enumerate(cfg.sources):
         key = f"sources[{i}]"
-        if src.kind == "synthetic":
-            synthetic.check_espeak(src.synthetic.voices, key)
-        for split in sources.source_splits(src):
-            listed = sources.list_units(src, split, key)
+        stype = sources.of(src)
+        stype.check(src, key)
+        for split in stype.splits(src):
+            listed = stype.list_units(src, split, key)
             inputs.setdefault(src.name, {})[split] = sum(len(u["rows"]) for u in listed)
             per = drops.setdefault(src.name, {}).setdefault(split, {})
             kept = _keep(cfg, src, listed, per)
@@ -170,7 +169,7 @@ def _chunks(unit: dict, size: int) -> list[dict]:
     if unit["groups"] is None:
         return [{"rows": rows[k:k + size], "groups": None, "first": 0} for k in range(0, len(rows), size)]
     chunks, start, groups, j = [], 0, [], 0
-    for g, n in enumerate(unit["groups"]):
+    for g in range(len(unit["groups"])):
         groups.append(g)
         end = start + sum(unit["groups"][x] for x in groups)
         if end - start >= size or g == len(unit["groups"]) - 1:

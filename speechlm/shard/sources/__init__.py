@@ -1,0 +1,11 @@
+"""Data source types, one file each; `kind` in a shard recipe picks one (see base.SourceType).
+
+Adding a type is one new file that subclasses `SourceType` and calls `register(...)`, plus its
+import line below (a type defined elsewhere, e.g. in a test, needs only the `register` call).
+"""
+from speechlm.shard.sources.base import SPLITS, SourceType, fields, kinds, of, register, source_type
+
+# the built-in types register themselves on import
+from speechlm.shard.sources import hf, librispeech, manifest, synthetic  # noqa: E402,F401  isort: skip
+
+__all__ = ["SPLITS", "SourceType", "fields", "kinds", "of", "register", "source_type"]

@@ -1,0 +1,41 @@
+"""kind: synthetic, the built-in espeak-ng corpus (speechlm.shard.synthetic): no files, no splits
+to name; the split sizes, voices and seed are the source's `synthetic:` section."""
+from __future__ import annotations
+
+import numpy as np
+
+from speechlm.config import ConfigError
+from speechlm.shard import synthetic
+from speechlm.shard.sources.base import SPLITS, SourceType, register
+
+
+class Synthetic(SourceType):
+    kind = "synthetic"
+
+    def validate(self, src, key: str) -> None:
+        s = src.synthetic
+        if not 0 <= s.unseen_test <= s.test:
+            raise ConfigError(f"{key}.synthetic.unseen_test: must be between 0 and {key}.synthetic.test "
+                              f"({s.test}), got {s.unseen_test}")
+        if src.stream is not None:
+            raise ConfigError(f"{key}.stream: only an hf source streams (kind is '{self.kind}')")
+        if src.filters:
+            raise ConfigError(f"{key}.filters: kind '{self.kind}' has no columns to filter on")
+
+    def check(self, src, key: str) -> None:
+        synthetic.check_espeak(src.synthetic.voices, key)
+
+    def splits(self, src) -> list[str]:
+        return [s for s in SPLITS if getattr(src.synthetic, s) > 0]
+
+    def list_units(self, src, split: str, key: str) -> list[dict]:
+        return [{"label": "synthetic", "rows": [(o, t, r, {}) for o, t, r in synthetic.rows(src.synthetic, split)]}]
+
+    def fetch(self, src, ref) -> np.ndarray:
+        return synthetic.synthesize(ref)
+
+    def estimate_bytes(self, src: dict) -> int | None:
+        return 0  # made on this machine: nothing to download
+
+
+register(Synthetic())
