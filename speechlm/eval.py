@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from speechlm import audio, shard, wer
@@ -34,6 +33,7 @@ from speechlm.data import Clips, EvalLoader, remote
 from speechlm.data.augment import Augmenter, list_audio
 from speechlm.data.catalog import read_manifest
 from speechlm.data.remote import RemoteIO
+from speechlm.inference import MAX_SECONDS, check_long_form_args, load_clip, transcribe_waves
 from speechlm.model import from_pretrained
 from speechlm.shard import Source, sources
 
@@ -90,17 +90,17 @@ def dataset_clips(spec: str, split: str | None = None, n: int | None = None,
     return out.name, ShardClips(str(out), split or "test", n, batch_size)
 
 
-def _batches(it, n: int | None, size: int):
-    batch = []
+def _chunks(it, n: int | None, size: int):
+    chunk = []
     for k, item in enumerate(it):
         if n is not None and k >= n:
             break
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def condition(noise_snr_db: float | None = None, noise_dir: str | None = None, reverb: bool = False):
@@ -120,42 +120,45 @@ def condition(noise_snr_db: float | None = None, noise_dir: str | None = None, r
     return suffix, Augmenter(cfg, seed=0)
 
 
-def evaluate(model, spec: str, n: int | None = None, batch_size: int = 8, split: str | None = None,
+CHUNK_CLIPS = 512  # clips decoded and sorted by length at a time: bounded memory, little padding
+
+
+def evaluate(model, spec: str, n: int | None = None, batch_size: int = 16, split: str | None = None,
+             max_seconds: float | None = MAX_SECONDS, window: float | None = None, strategy: str = "pause",
              corrupt=None, suffix: str = "") -> dict:
-    """`corrupt` (from `condition`): an Augmenter applied to every clip (epoch 0, the clip's id)."""
+    """Corpus WER of `model` on a dataset. Clips are decoded CHUNK_CLIPS at a time, sorted by length and
+    batched (`transcribe_waves`); clips longer than the model's window are cut into windows; a clip
+    that can't be decoded or is over `max_seconds` is skipped, logged and counted. `corrupt` (from
+    `condition`): an Augmenter applied to every clip (epoch 0, the clip's id)."""
     name, clips = dataset_clips(spec, split, n, batch_size)
     name += suffix
-    rows, skipped = [], 0
-    limit = model.family.max_seconds  # e.g. Whisper's 30 s: longer clips are skipped and counted
+    rows, skipped, audio_seconds = [], 0, 0.0
+    stops = {"capped": 0, "loops_truncated": 0}
     t0 = time.perf_counter()
-    for batch in _batches(clips, n, batch_size):
+    for chunk in _chunks(clips, n, CHUNK_CLIPS):
         waves, keep = [], []
-        for cid, src, ref in batch:
+        for cid, src, ref in chunk:
             try:
-                wave = src if isinstance(src, np.ndarray) else audio.load(src)
-            except audio.AudioError as e:
+                wave = load_clip(src, cid, max_seconds)
+            except ConfigError as e:
                 skipped += 1
-                print(f"skip {cid}: {e}", file=sys.stderr)
-                continue
-            if limit and len(wave) > limit * audio.SAMPLE_RATE:
-                skipped += 1
-                print(f"skip {cid}: {len(wave) / audio.SAMPLE_RATE:.1f} s is longer than the {model.family.name} "
-                      f"encoder's {limit:g} s limit", file=sys.stderr)
+                print(f"skip {e}", file=sys.stderr)
                 continue
             waves.append(wave if corrupt is None else corrupt(wave, 0, str(cid)))
             keep.append((cid, ref))
+            audio_seconds += len(wave) / audio.SAMPLE_RATE
         if waves:
-            for (cid, ref), out in zip(keep, model.transcribe(waves, details=True)):
-                rows.append({"id": cid, "reference": ref, "hypothesis": out["text"],
-                             "capped": out["capped"], "loop": out["loop"]})
+            for (cid, ref), hyp in zip(keep, transcribe_waves(model, waves, batch_size, window, strategy, stops=stops)):
+                rows.append({"id": cid, "reference": ref, "hypothesis": hyp})
     if not rows:
         raise ConfigError(f"dataset '{spec}' gave no clips to evaluate")
     result = {"dataset": name, **wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])}
     result["skipped"] = skipped + getattr(clips, "skipped", 0)
     # how often generation was stopped by the clip's token budget or by the loop rule, not by end-of-turn
-    result["capped"] = sum(r["capped"] for r in rows)
-    result["loops_truncated"] = sum(r["loop"] for r in rows)
+    result.update(stops)
     result["seconds"] = round(time.perf_counter() - t0, 2)
+    result["audio_seconds"] = round(audio_seconds, 2)
+    result["rtfx"] = round(audio_seconds / max(result["seconds"], 1e-9), 2)  # audio seconds per wall second
     for r in rows:
         r["errors"] = wer.clip_errors(r["reference"], r["hypothesis"])
     result["worst"] = sorted(rows, key=lambda r: -r["errors"])[:5]
@@ -196,10 +199,10 @@ def resolve_model_dir(p: Path) -> Path:
 
 
 def print_table(results: list[dict]) -> None:
-    print(f"{'dataset':<24}{'clips':>7}{'WER %':>8}{'orth %':>8}{'sub':>6}{'del':>6}{'ins':>6}")
+    print(f"{'dataset':<24}{'clips':>7}{'WER %':>8}{'orth %':>8}{'sub':>6}{'del':>6}{'ins':>6}{'RTFx':>8}")
     for r in results:
         print(f"{r['dataset']:<24}{r['clips']:>7}{100 * r['wer']:>8.2f}{100 * r['orthographic_wer']:>8.2f}"
-              f"{r['substitutions']:>6}{r['deletions']:>6}{r['insertions']:>6}")
+              f"{r['substitutions']:>6}{r['deletions']:>6}{r['insertions']:>6}{r['rtfx']:>8.1f}")
     for r in results:
         print(f"\nworst in {r['dataset']}:")
         for w in r["worst"]:
@@ -213,7 +216,10 @@ def main(argv=None):
     ap.add_argument("-d", "--dataset", action="append", required=True)
     ap.add_argument("-n", type=int, default=None, help="clips per dataset (default: all)")
     ap.add_argument("--split", default=None, help="shard split (default: test, else eval)")
-    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--batch-size", type=int, default=32)  # bench/rtfx.py: 32 beat 8
+    ap.add_argument("--max-seconds", type=float, default=MAX_SECONDS, help="longer clips are skipped (0: no limit)")
+    ap.add_argument("--window-seconds", type=float, default=None, help="long clips are cut into windows of this")
+    ap.add_argument("--long-form", choices=("pause", "overlap"), default="pause")
     ap.add_argument("--out", default=None, help="folder for hypotheses JSONL (default: beside the model)")
     ap.add_argument("--json", action="store_true", help="print results as JSON")
     ap.add_argument("--noise-snr-db", type=float, default=None, help="mix noise into every clip at this SNR")
@@ -225,12 +231,14 @@ def main(argv=None):
     suffix, corrupt = condition(args.noise_snr_db, args.noise_dir, args.reverb)
     if args.n is not None and args.n <= 0:
         raise ConfigError(f"-n must be positive, got {args.n}")
+    check_long_form_args(args)
     local_model(args.model)  # validate first, in argument order: a wrong path fails before anything loads
     for d in args.dataset:
         dataset_clips(d, args.split, args.n)
     torch.manual_seed(0)
     model = load_model(args.model)
-    results = [evaluate(model, d, args.n, args.batch_size, args.split, corrupt, suffix) for d in args.dataset]
+    results = [evaluate(model, d, args.n, args.batch_size, args.split, args.max_seconds, args.window_seconds,
+                        args.long_form, corrupt, suffix) for d in args.dataset]
     out = Path(args.out) if args.out else (Path(args.model) / "eval" if Path(args.model).is_dir() else Path("eval"))
     out.mkdir(parents=True, exist_ok=True)
     for r in results:

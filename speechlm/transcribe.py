@@ -1,9 +1,12 @@
-"""Transcribe audio files with an exported checkpoint.
+"""Transcribe audio files of any length with an exported checkpoint.
 
-    python -m speechlm.transcribe -m MODEL_DIR audio.wav [more.flac ...]
+    python -m speechlm.transcribe -m MODEL_DIR audio.wav [more.flac ...] [--batch-size B]
+        [--max-seconds S] [--window-seconds W] [--long-form pause|overlap]
 
 Any format libsndfile reads (wav, flac, ogg, mp3), any sample rate or channel count: clips are
-mixed to mono and resampled to 16 kHz before the model sees them.
+mixed to mono and resampled to 16 kHz before the model sees them. A clip longer than the model's
+window (at most the encoder's limit, e.g. Whisper's 30 s) is cut at pauses into windows that are
+transcribed together (`speechlm.longform`); `--max-seconds` bounds the longest input accepted.
 """
 from __future__ import annotations
 
@@ -11,27 +14,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from speechlm import audio
+from speechlm import longform
 from speechlm.config import ConfigError, cli_errors
+from speechlm.inference import MAX_SECONDS, WINDOW_SECONDS, check_long_form_args, load_clip, transcribe_waves
 
 
-def transcribe_files(model, paths: list[str], batch_size: int = 8) -> list[str]:
+def transcribe_files(model, paths: list[str], batch_size: int = 16, max_seconds: float | None = MAX_SECONDS,
+                     window: float | None = None, strategy: str = "pause") -> list[str]:
     waves = []
     for p in paths:
         if not Path(p).is_file():
             raise ConfigError(f"no such audio file: {p}")
-        try:
-            waves.append(audio.load(p))
-        except audio.AudioError as e:
-            raise ConfigError(f"{p}: {e}") from None
-        limit = model.family.max_seconds
-        if limit and len(waves[-1]) > limit * audio.SAMPLE_RATE:
-            raise ConfigError(f"{p}: {len(waves[-1]) / audio.SAMPLE_RATE:.1f} s is longer than the {model.family.name} "
-                              f"encoder's {limit:g} s limit; split it first")
-    out: list[str] = []
-    for i in range(0, len(waves), batch_size):
-        out.extend(model.transcribe(waves[i : i + batch_size]))
-    return out
+        waves.append(load_clip(p, p, max_seconds))
+    return transcribe_waves(model, waves, batch_size, window, strategy)
 
 
 @cli_errors
@@ -39,15 +34,21 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m speechlm.transcribe", description=__doc__.split("\n")[0])
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("audio", nargs="+")
-    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--max-seconds", type=float, default=MAX_SECONDS, help="longest input accepted (0: no limit)")
+    ap.add_argument("--window-seconds", type=float, default=None,
+                    help=f"long audio is cut into windows of at most this (default {WINDOW_SECONDS:g}, "
+                         "capped at the encoder's limit)")
+    ap.add_argument("--long-form", choices=longform.STRATEGIES, default="pause")
     args = ap.parse_args(argv)
+    check_long_form_args(args)
     from speechlm.eval import load_model  # the model stack (torch, transformers) once the arguments parse
 
     missing = [p for p in args.audio if not Path(p).is_file()]
     if missing:  # before the model loads
         raise ConfigError(f"no such audio file: {missing[0]}")
     model = load_model(args.model)
-    texts = transcribe_files(model, args.audio, args.batch_size)
+    texts = transcribe_files(model, args.audio, args.batch_size, args.max_seconds, args.window_seconds, args.long_form)
     for p, t in zip(args.audio, texts):
         print(f"{p}\t{t}" if len(args.audio) > 1 else t)
         sys.stdout.flush()

@@ -96,7 +96,7 @@ def test_bundled_whisper_configs_count_offline(capsys, monkeypatch):
     assert sum(p.numel() for p in base.parameters()) == 20_590_592
 
 
-def test_transcribe_and_eval_refuse_or_skip_clips_over_30s(tmp_path, model):
+def test_clips_over_30s_are_cut_into_windows_and_max_seconds_refuses_or_skips(tmp_path, model):
     import numpy as np
     import soundfile as sf
 
@@ -107,15 +107,22 @@ def test_transcribe_and_eval_refuse_or_skip_clips_over_30s(tmp_path, model):
     m = model
     rng = np.random.default_rng(0)
     rows = []
-    for name, seconds in (("short", 1.0), ("long", 30.5)):
+    for name, seconds in (("short", 1.0), ("long", 30.5), ("longer", 41.0)):
         sf.write(tmp_path / f"{name}.wav", (0.1 * rng.standard_normal(int(16000 * seconds))).astype(np.float32), 16000)
         rows.append(json.dumps({"audio": f"{name}.wav", "text": "hello"}))
-    with pytest.raises(ConfigError, match=r"long.wav: 30.5 s is longer than the whisper encoder's 30 s limit"):
-        transcribe_files(m, [str(tmp_path / "short.wav"), str(tmp_path / "long.wav")])
-    (tmp_path / "set.jsonl").write_text("\n".join(rows) + "\n")
+    (tmp_path / "bad.wav").write_bytes(b"RIFF....not audio")
+    rows.append(json.dumps({"audio": "bad.wav", "text": "hello"}))
     m.cfg.max_new_tokens, before = 4, m.cfg.max_new_tokens
     try:
-        result = evaluate(m, str(tmp_path / "set.jsonl"))
+        # over the encoder's 30 s: cut into windows, each transcribed (the words of every window joined)
+        texts = transcribe_files(m, [str(tmp_path / "short.wav"), str(tmp_path / "long.wav")], window=10.0)
+        assert len(texts) == 2 and len(texts[1].split()) >= len(texts[0].split())
+        with pytest.raises(ConfigError, match=r"longer.wav: 41.0 s is longer than max_seconds \(40 s\)"):
+            transcribe_files(m, [str(tmp_path / "short.wav"), str(tmp_path / "longer.wav")], max_seconds=40)
+        with pytest.raises(ConfigError, match=r"bad.wav: cannot decode audio"):
+            transcribe_files(m, [str(tmp_path / "bad.wav")])
+        (tmp_path / "set.jsonl").write_text("\n".join(rows) + "\n")
+        result = evaluate(m, str(tmp_path / "set.jsonl"), max_seconds=40)
     finally:
         m.cfg.max_new_tokens = before
-    assert result["skipped"] == 1 and [r["id"] for r in result["rows"]] == ["short"]
+    assert result["skipped"] == 2 and [r["id"] for r in result["rows"]] == ["short", "long"]

@@ -167,6 +167,8 @@ case(EVAL, ["-m", "{model_dir}", "-d", "shards/synthetic", "--noise-snr-db", "5"
      "--noise-dir", "/nonexistent/musan")
 case(TRANSCRIBE, ["-m", "/nonexistent/model", "{bad_yaml}"], "/nonexistent/model")
 case(TRANSCRIBE, ["-m", "{model_dir}", "/nonexistent/a.wav"], "/nonexistent/a.wav")
+case(TRANSCRIBE, ["-m", "{model_dir}", "{bad_yaml}", "--window-seconds", "0"], "--window-seconds")
+case(EVAL, ["-m", "{model_dir}", "-d", "shards/synthetic", "--max-seconds", "-1"], "--max-seconds")
 case(REPORT, ["/nonexistent/run"], "/nonexistent/run")
 case(REPORT, ["{empty_dir}"], "metrics.jsonl")
 

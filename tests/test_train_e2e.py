@@ -137,6 +137,14 @@ def test_export_reproduces_the_live_model(straight):
     with torch.no_grad():
         a, b = live(**batch).loss.item(), loaded(**batch).loss.item()
     assert a == pytest.approx(b, rel=1e-5)
+    # the same folder is a transformers export (written at every save): the same weights, the same logits
+    from transformers import AutoModel
+
+    hf = AutoModel.from_pretrained(ckpt / "model", trust_remote_code=True)
+    assert (ckpt / "model" / "README.md").read_text().count(f"- steps: {STEPS}") == 1
+    args = [batch[k] for k in ("input_features", "feature_mask", "input_ids", "attention_mask", "labels")]
+    with torch.no_grad():
+        assert torch.equal(hf(*args)[0], loaded.label_logits(*args)[0])
 
 
 def test_resume_continues_the_same_trajectory(straight):

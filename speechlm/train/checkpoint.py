@@ -146,6 +146,16 @@ def _save_deepspeed(engine, path: Path, step: int) -> None:
         atomic_write_text(path / "latest", DS_TAG)
 
 
+def _write_transformers_export(folder: Path, card: dict) -> None:
+    """The transformers-native export beside speechlm's files, in the same folder (pushed as it is).
+    Built from the files just written (a reload on rank 0), so it holds exactly what they hold, also
+    under ZeRO-3 where no rank has the whole model in memory."""
+    from speechlm.export import write_export  # the export's code generator: only when exporting
+    from speechlm.model.io import from_pretrained  # the model stack: only when exporting
+
+    write_export(from_pretrained(folder), folder, card=card)
+
+
 # --------------------------------------------------------------------------- manager
 
 
@@ -155,12 +165,16 @@ def _self_export(model, path: str) -> None:
 
 class CheckpointManager:
     """`export(model, dir)` writes the Hugging Face export every checkpoint holds (pitfall 9): the
-    trainer hands it speechlm.model.io.save_pretrained; by default a model saves itself."""
+    trainer hands it speechlm.model.io.save_pretrained; by default a model saves itself. With
+    `export_card` (a dict) rank 0 then adds the transformers-native export to the same folder."""
 
-    def __init__(self, run_dir: str | Path, save_total_limit: int | None = None, export=_self_export):
+    def __init__(self, run_dir: str | Path, save_total_limit: int | None = None, export=_self_export,
+                 export_card: dict | None = None):
         self.dir = Path(run_dir) / "checkpoints"
         self.limit = save_total_limit
         self.export = export
+        # None: speechlm's own files only; a dict: also the transformers export, with this model card info
+        self.export_card = export_card
         self.rank, self.world = _world()
 
     # ------------------------------------------------------------------ where things are
@@ -218,6 +232,11 @@ class CheckpointManager:
             try:  # collective: under ZeRO-3 the model gathers its shards on every rank; rank 0 writes
                 self.export(model, str(tmp / "model"))
             except Exception as e:  # safetensors' writer errors are not OSErrors either
+                ok, err = False, repr(e)
+        if _all_ok(ok) and self.rank == 0 and self.export_card is not None:
+            try:
+                _write_transformers_export(tmp / "model", {**self.export_card, "steps": step})
+            except Exception as e:
                 ok, err = False, repr(e)
         if _all_ok(ok):
             ranks = [None] * self.world

@@ -93,7 +93,12 @@ class Trainer:
         setup_logging(self.rank)
         set_seed(t.seed)
         self.run_dir = self._run_dir()
-        self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit, export=save_pretrained)
+        card = {"repo": t.hub_model_id or "PATH_OR_REPO",
+                "data": [{"name": Path(d.path).name, "split": d.split} for d in cfg.data.train],
+                "recipe": {"learning rate (projector / LoRA)": f"{t.learning_rate:g} / {t.decoder_learning_rate:g}",
+                           "ZeRO stage": cfg.deepspeed.zero_stage}}
+        self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit, export=save_pretrained,
+                                               export_card=card if t.export_transformers else None)
         resume = self.ckpt.resolve(t.resume_from_checkpoint)
         saved = self.ckpt.read_state(resume) if resume is not None else None
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type

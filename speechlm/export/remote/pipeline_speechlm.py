@@ -1,0 +1,82 @@
+"""transformers pipeline of a speechlm export:
+
+    asr = pipeline("automatic-speech-recognition", model=folder, trust_remote_code=True)
+    asr("meeting.flac")["text"]; asr(wave_16k)["text"]; asr({"raw": wave, "sampling_rate": 44100})
+    asr([clip1, clip2, ...], batch_size=16)   # all windows of all clips transcribed as one sorted job
+
+Audio of any length: clips longer than the window are cut at pauses (speechlm_longform.py, the
+module speechlm.transcribe uses). Files are decoded with soundfile; other sample rates resampled
+with soxr (both optional: pass 16 kHz arrays without them).
+"""
+from __future__ import annotations
+
+import numpy as np
+from transformers import Pipeline
+
+SAMPLE_RATE = 16000
+
+
+def _to_16k(wave, sr: int) -> np.ndarray:
+    wave = np.asarray(wave, dtype=np.float32)
+    if wave.ndim == 2:
+        wave = wave.mean(axis=1 if wave.shape[1] <= 8 else 0)
+    if sr != SAMPLE_RATE:
+        try:
+            import soxr
+        except ImportError:
+            raise ImportError(f"{sr} Hz audio needs resampling to 16 kHz: pip install soxr") from None
+        wave = soxr.resample(wave, sr, SAMPLE_RATE, quality="HQ")
+    return np.ascontiguousarray(wave, dtype=np.float32)
+
+
+def load_audio(item) -> np.ndarray:
+    """A path, bytes, a 16 kHz array, or {"raw"|"array": samples, "sampling_rate": sr} -> 16 kHz mono."""
+    if isinstance(item, dict):
+        samples = item.get("raw", item.get("array"))
+        if samples is None or "sampling_rate" not in item:
+            raise ValueError('an audio dict needs "raw" (or "array") and "sampling_rate"')
+        return _to_16k(samples, int(item["sampling_rate"]))
+    if isinstance(item, (str, bytes, bytearray)):
+        import io
+
+        try:
+            import soundfile
+        except ImportError:
+            raise ImportError("reading audio files needs soundfile: pip install soundfile") from None
+        src = io.BytesIO(bytes(item)) if isinstance(item, (bytes, bytearray)) else item
+        try:
+            wave, sr = soundfile.read(src, dtype="float32", always_2d=False)
+        except Exception as e:  # soundfile's errors vary by libsndfile version
+            what = item if isinstance(item, str) else f"({len(item)} bytes)"
+            raise ValueError(f"cannot decode audio {what}: {e}") from None
+        return _to_16k(wave, sr)
+    return _to_16k(item, SAMPLE_RATE)
+
+
+class SpeechLMASRPipeline(Pipeline):
+    _load_tokenizer = False  # the model holds its tokenizer
+    _load_feature_extractor = False  # and its family's features
+    _load_image_processor = False
+    _load_processor = False
+
+    def _sanitize_parameters(self, window_seconds=None, strategy=None, max_new_tokens=None, **kwargs):
+        forward = {k: v for k, v in (("window_seconds", window_seconds), ("strategy", strategy),
+                                      ("max_new_tokens", max_new_tokens)) if v is not None}
+        return {}, forward, {}
+
+    def preprocess(self, inputs):
+        return {"wave": load_audio(inputs)}
+
+    def _forward(self, model_inputs, **params):
+        return {"text": self.model.transcribe([model_inputs["wave"]], **params)[0]}
+
+    def postprocess(self, model_outputs):
+        return {"text": model_outputs["text"]}
+
+    def __call__(self, inputs, batch_size: int = 16, **kwargs):
+        """One input -> {"text"}; a list -> a list of them, every window of every clip in one sorted batched job."""
+        if not isinstance(inputs, (list, tuple)):
+            return super().__call__(inputs, **kwargs)
+        _, forward, _ = self._sanitize_parameters(**kwargs)
+        texts = self.model.transcribe([load_audio(x) for x in inputs], batch_size=batch_size, **forward)
+        return [{"text": t} for t in texts]

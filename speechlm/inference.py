@@ -1,0 +1,60 @@
+"""Inference on clips of any length, shared by `speechlm.transcribe` and `speechlm.eval`: audio
+loading with clear errors, the `max_seconds` bound, and windowed, sorted, batched transcription
+(`speechlm.longform`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from speechlm import audio, longform
+from speechlm.config import ConfigError
+
+MAX_SECONDS = 4 * 3600.0  # the longest input accepted by default: a long meeting
+WINDOW_SECONDS = 20.0  # training clips are capped at 19-20 s (docs/design.md): windows stay in that range
+
+
+def check_long_form_args(args) -> None:
+    """The long-form flags, checked before anything loads."""
+    if args.max_seconds < 0:
+        raise ConfigError(f"--max-seconds must be >= 0 (0: no limit), got {args.max_seconds:g}")
+    if args.window_seconds is not None and args.window_seconds < 1:
+        raise ConfigError(f"--window-seconds must be at least 1 s, got {args.window_seconds:g}")
+
+
+def window_seconds(model, requested: float | None = None) -> float:
+    """The window long audio is cut into: the request (default WINDOW_SECONDS), at most the encoder's limit."""
+    w = WINDOW_SECONDS if requested is None else float(requested)
+    if w <= 0:
+        raise ConfigError(f"--window-seconds must be positive, got {requested}")
+    limit = model.family.max_seconds
+    return min(w, limit) if limit else w
+
+
+def load_clip(src, name: str, max_seconds: float | None = MAX_SECONDS) -> np.ndarray:
+    """16 kHz mono audio of a file path, bytes or an already decoded 16 kHz array (the shard reader's);
+    a ConfigError naming `name` when it can't be used."""
+    try:
+        wave = src if isinstance(src, np.ndarray) else audio.load(src)
+    except audio.AudioError as e:
+        raise ConfigError(f"{name}: {e}") from None
+    if max_seconds and len(wave) > max_seconds * audio.SAMPLE_RATE:
+        raise ConfigError(f"{name}: {len(wave) / audio.SAMPLE_RATE:.1f} s is longer than max_seconds "
+                          f"({max_seconds:g} s); raise --max-seconds to accept it")
+    return wave
+
+
+def transcribe_waves(model, waves: list[np.ndarray], batch_size: int = 16, window: float | None = None,
+                     strategy: str = "pause", overlap_seconds: float = 2.0, stops: dict | None = None) -> list[str]:
+    """Transcripts of 16 kHz clips of any length: windows sorted by length and batched. `stops`, if
+    given, counts the windows whose generation ended on the token budget ("capped") or the loop rule
+    ("loops_truncated") rather than on end-of-turn."""
+
+    def batch(ws: list[np.ndarray]) -> list[str]:
+        outs = model.transcribe(ws, details=True)
+        if stops is not None:
+            stops["capped"] = stops.get("capped", 0) + sum(bool(o["capped"]) for o in outs)
+            stops["loops_truncated"] = stops.get("loops_truncated", 0) + sum(bool(o["loop"]) for o in outs)
+        return [o["text"] for o in outs]
+
+    return longform.transcribe_long(batch, waves, window_seconds(model, window), strategy=strategy,
+                                    overlap_seconds=overlap_seconds, batch_size=batch_size,
+                                    min_samples=model.features.min_samples)

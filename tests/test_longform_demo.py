@@ -1,0 +1,59 @@
+"""Long-form quality on the demo's trained real-weights model (slow: it needs that model).
+
+A ~3-minute recording of the held-out test sentences (never in training) with pauses, transcribed
+whole (`speechlm.transcribe`'s long-form path), against the same sentences one by one: WER at most
+1.2x, every cut inside a pause, and no more words dropped or inserted than one by one (+2).
+
+The model: `$SPEECHLM_DEMO_RUN` (a finished `python -m speechlm.demo` run folder) when set, else the
+demo is trained here as `make demo` runs it (tests/test_demo.py's slow test does the same).
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from speechlm import audio, longform, wer
+from speechlm import eval as ev
+from speechlm.inference import transcribe_waves, window_seconds
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+from longform import recording  # noqa: E402  (bench/longform.py: the same recording it measures)
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    given = os.environ.get("SPEECHLM_DEMO_RUN")
+    if given:
+        return Path(given)
+    out = tmp_path_factory.mktemp("demo")
+    env = {**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
+    r = subprocess.run([sys.executable, "-m", "speechlm.demo", "--out", str(out), "--name", "demo"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=5400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out / "demo"
+
+
+@pytest.mark.slow
+def test_three_minutes_of_held_out_sentences_transcribe_as_well_as_one_by_one(demo_run):
+    model = ev.load_model(str(demo_run))
+    _, clips = ev.dataset_clips(str(REPO / "shards" / "synthetic"), "test")
+    data = [(audio.load(src), ref) for _, src, ref in clips]
+    wave, reference, n = recording([w for w, _ in data], [r for _, r in data], 180.0)
+    assert 150 <= len(wave) / audio.SAMPLE_RATE <= 200 and n >= 30
+    singles = transcribe_waves(model, [w for w, _ in data[:n]])
+    one_by_one = wer.score([r for _, r in data[:n]], singles)
+    whole = transcribe_waves(model, [wave])[0]
+    long = wer.score([reference], [whole])
+    assert long["wer"] <= 1.2 * one_by_one["wer"] + 1e-9, (long, one_by_one, whole)
+    assert long["deletions"] <= one_by_one["deletions"] + 2 and long["insertions"] <= one_by_one["insertions"] + 2
+    # every cut falls in a pause: no word is split across windows
+    spans = longform.pause_windows(wave, window_seconds(model))
+    assert len(spans) >= 180 / window_seconds(model)
+    energy = np.abs(wave)
+    for s, _ in spans[1:]:
+        around = energy[max(0, s - 800) : s + 800]  # 50 ms either side of the cut
+        assert around.max() < 0.02, f"cut at {s / audio.SAMPLE_RATE:.2f} s is not in a pause"
