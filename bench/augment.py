@@ -5,6 +5,7 @@ per clip (FLAC decoding and Granite features), on the same clips, in one process
 
 Reports CPU milliseconds per clip; interleaved repeats, best of N (the machine may be shared).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,10 @@ def main(argv=None):
             ms = (time.process_time() - c0) / len(waves) * 1000
             best[name] = min(best.get(name, ms), ms)
     base = best["decode FLAC (reader)"] + best["Granite features (collator)"]
-    print(f"{args.clips} clips of {args.seconds:g} s, libsndfile {sf.__libsndfile_version__}, torch threads "
-          f"{torch.get_num_threads()}; CPU ms per clip, best of {args.repeats}")
+    print(
+        f"{args.clips} clips of {args.seconds:g} s, libsndfile {sf.__libsndfile_version__}, torch threads "
+        f"{torch.get_num_threads()}; CPU ms per clip, best of {args.repeats}"
+    )
     for name, ms in best.items():
         print(f"  {name:34s} {ms:8.2f} ms   {100 * ms / base:6.1f}% of decode + features")
 

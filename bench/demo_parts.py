@@ -12,6 +12,7 @@ step with `--objective ctc` (speechlm.model.ctc: no decoder pass); the template'
 turn with `model.system_prompt=null`. Times are process CPU seconds as well as wall seconds, since
 the machine may be shared.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,7 +50,7 @@ def main(argv=None):
     bs = cfg.training.per_device_train_batch_size
     enc_t, dec_t, cpu_t = [], [], []
     for s in range(args.steps + 1):  # the first step warms up and is not counted
-        b = col(samples[s * bs:(s + 1) * bs])
+        b = col(samples[s * bs : (s + 1) * bs])
         t0 = time.perf_counter()
         with torch.no_grad(), model._autocast(torch.device("cpu")):
             model.encode_audio(b["input_features"], b["feature_mask"])
@@ -64,11 +65,16 @@ def main(argv=None):
             enc_t.append(t1 - t0)
             dec_t.append((t2 - t1) - (t1 - t0))
             cpu_t.append(c2 - c1)
-        print(f"step {s}: encoder {t1 - t0:.2f} s, projector+decoder fwd+bwd {(t2 - t1) - (t1 - t0):.2f} s, "
-              f"whole {args.objective} step {c2 - c1:.2f} CPU-s, {b['input_ids'].shape[1]} tokens x {bs}", flush=True)
-    print(f"median over {args.steps}: encoder {statistics.median(enc_t):.2f} s, "
-          f"projector+decoder {statistics.median(dec_t):.2f} s per batch of {bs}; "
-          f"whole {args.objective} step (encoder included) {statistics.median(cpu_t):.2f} CPU-s")
+        print(
+            f"step {s}: encoder {t1 - t0:.2f} s, projector+decoder fwd+bwd {(t2 - t1) - (t1 - t0):.2f} s, "
+            f"whole {args.objective} step {c2 - c1:.2f} CPU-s, {b['input_ids'].shape[1]} tokens x {bs}",
+            flush=True,
+        )
+    print(
+        f"median over {args.steps}: encoder {statistics.median(enc_t):.2f} s, "
+        f"projector+decoder {statistics.median(dec_t):.2f} s per batch of {bs}; "
+        f"whole {args.objective} step (encoder included) {statistics.median(cpu_t):.2f} CPU-s"
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ LoRA, logits at label positions). Models are ids, local dirs or bundled configs;
 
 `--decoder smollm2-135m` is SmolLM2-135M-Instruct's shape (LlamaForCausalLM, hidden 576, 30 layers).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,9 +25,18 @@ sys.path[:0] = [ROOT]
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-SMOLLM2_135M = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                    num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
-                    rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True)
+SMOLLM2_135M = dict(
+    vocab_size=49152,
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    max_position_embeddings=8192,
+    rms_norm_eps=1e-5,
+    rope_theta=100000.0,
+    tie_word_embeddings=True,
+)
 
 
 def load_encoder(model_id: str, family):
@@ -81,9 +91,16 @@ def main(argv=None) -> None:
     encoder, enc_src = load_encoder(args.encoder, family)
     decoder, dec_src = load_decoder(args.decoder)
     tok = text.load_tokenizer(str(tiny.ensure("qwen3")), "<audio>")  # ChatML; its ids fit any vocabulary here
-    mcfg = ModelConfig(audio_model_id=args.encoder, text_model_id=args.decoder, model_dtype="float32",
-                       projector_pool_stride=args.stride, projector_hidden_dim=2048, lora_rank=args.lora_rank,
-                       lora_alpha=args.lora_rank, calibrate_projector=False)
+    mcfg = ModelConfig(
+        audio_model_id=args.encoder,
+        text_model_id=args.decoder,
+        model_dtype="float32",
+        projector_pool_stride=args.stride,
+        projector_hidden_dim=2048,
+        lora_rank=args.lora_rank,
+        lora_alpha=args.lora_rank,
+        calibrate_projector=False,
+    )
     cfg = Config(model=mcfg, training=TrainingConfig(bf16=False))
     trainable = {"encoder": False, "projector": True, "decoder": False, "embed_tokens": False, "lora": True}
     model = assemble(cfg, encoder, decoder, tok, trainable, family).train()
@@ -91,9 +108,14 @@ def main(argv=None) -> None:
     collator = Collator(tok, prompt=mcfg.prompt, audio_token=mcfg.audio_token, family=family, pool_stride=args.stride)
     rng = np.random.default_rng(0)
     words = "the quick brown fox jumps over a lazy dog near seven green houses".split()
-    samples = [{"id": str(i), "text": " ".join(rng.choice(words, args.words)),
-                "audio": (0.1 * rng.standard_normal(int(16000 * args.seconds))).astype(np.float32)}
-               for i in range(args.batch)]
+    samples = [
+        {
+            "id": str(i),
+            "text": " ".join(rng.choice(words, args.words)),
+            "audio": (0.1 * rng.standard_normal(int(16000 * args.seconds))).astype(np.float32),
+        }
+        for i in range(args.batch)
+    ]
     # wall and CPU seconds (all threads): on a shared machine the CPU time is the steadier measure
     clocks = {"wall": time.perf_counter, "cpu": time.process_time}
     times = {(c, k): [] for c in clocks for k in ("features", "encoder", "rest", "step")}

@@ -21,6 +21,7 @@ The parent prints one table: the pick, step time, clips/s, audio hours per GPU h
 memory during the steps vs the planner for the largest batch run, and the worst-case probe's peak
 vs the planner's worst case. `--json PATH` also writes the rows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,9 +70,14 @@ def run_variant(a) -> dict:
     cuda = torch.cuda.is_available() and not a.cpu_small
     tmp = Path(tempfile.mkdtemp(prefix="gpu_check-"))
     enc_dir, dec_dir = gpu_step.model_dirs(load(Config, None, None, []), a.cpu_small, tmp)
-    over = [f"model.audio_model_id={enc_dir}", f"model.text_model_id={dec_dir}", "deepspeed.zero_stage=2",
-            "training.per_device_train_batch_size=auto", f"training.bf16={'true' if cuda else 'false'}",
-            f"model.model_dtype={'bfloat16' if cuda else 'float32'}"]
+    over = [
+        f"model.audio_model_id={enc_dir}",
+        f"model.text_model_id={dec_dir}",
+        "deepspeed.zero_stage=2",
+        "training.per_device_train_batch_size=auto",
+        f"training.bf16={'true' if cuda else 'false'}",
+        f"model.model_dtype={'bfloat16' if cuda else 'float32'}",
+    ]
     if a.cpu_small:
         over += ["model.projector_hidden_dim=1024", "training.clips_per_step_per_device=4"]
     cfg = load(Config, None, None, over)
@@ -99,7 +105,7 @@ def run_variant(a) -> dict:
     times, flops, audio, clips = [], 0.0, 0.0, 0
     for step in range(a.steps + a.warmup):
         t0 = time.perf_counter()
-        for b in batches[step * accum:(step + 1) * accum]:
+        for b in batches[step * accum : (step + 1) * accum]:
             inputs = {k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()}
             loss = engine(**inputs).loss
             engine.backward(loss)
@@ -155,10 +161,18 @@ def run_variant(a) -> dict:
 
 # --------------------------------------------------------------------------- parent: the table
 
-COLUMNS = [("variant", "kernels"), ("pick", "auto pick"), ("step_time_s", "step s"), ("clips_per_s", "clips/s"),
-           ("audio_hours_per_gpu_hour", "audio h / GPU h"), ("mfu", "MFU"),
-           ("steps_peak_gib", "peak GiB (steps)"), ("plan_largest_batch_gib", "plan GiB (largest batch)"),
-           ("probe_peak_gib", "peak GiB (19 s probe)"), ("plan_worst_gib", "plan GiB (19 s)")]
+COLUMNS = [
+    ("variant", "kernels"),
+    ("pick", "auto pick"),
+    ("step_time_s", "step s"),
+    ("clips_per_s", "clips/s"),
+    ("audio_hours_per_gpu_hour", "audio h / GPU h"),
+    ("mfu", "MFU"),
+    ("steps_peak_gib", "peak GiB (steps)"),
+    ("plan_largest_batch_gib", "plan GiB (largest batch)"),
+    ("probe_peak_gib", "peak GiB (19 s probe)"),
+    ("plan_worst_gib", "plan GiB (19 s)"),
+]
 
 
 def table(rows: list[dict]) -> str:
@@ -182,8 +196,18 @@ def main(argv=None) -> int:
     rows = []
     for v in variants:
         out = Path(tempfile.mkdtemp(prefix="gpu_check-")) / "row.json"
-        cmd = [sys.executable, __file__, "--variant", v, "--out", str(out), "--steps", str(a.steps),
-               "--warmup", str(a.warmup)] + (["--cpu-small"] if a.cpu_small else [])
+        cmd = [
+            sys.executable,
+            __file__,
+            "--variant",
+            v,
+            "--out",
+            str(out),
+            "--steps",
+            str(a.steps),
+            "--warmup",
+            str(a.warmup),
+        ] + (["--cpu-small"] if a.cpu_small else [])
         r = subprocess.run(cmd, cwd=ROOT, text=True, stderr=subprocess.PIPE)
         if r.returncode != 0 or not out.is_file():
             tail = (r.stderr or "").strip().splitlines()[-1:] or [f"exit {r.returncode}"]

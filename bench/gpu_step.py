@@ -13,6 +13,7 @@ fused loss), step time, clips/s, audio hours per GPU-hour, MFU, and peak memory 
 the planner's prediction for the same batch. `--cpu-small` shrinks every width and depth (same
 architecture types) so the path can be exercised on a laptop.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,27 @@ from speechlm.model.kernels import kernel_report  # noqa: E402
 
 WORDS = "the quick brown fox jumps over a lazy dog while seven bright stars shine above quiet hills".split()
 SMALL = {  # --cpu-small: the same model types at a size a 2-core CPU steps in seconds
-    "encoder": {"hidden_size": 256, "num_hidden_layers": 2, "intermediate_size": 1024, "num_attention_heads": 4,
-                "num_key_value_heads": 4, "head_dim": 64},
-    "decoder": {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 4, "num_attention_heads": 4,
-                "num_key_value_heads": 2, "head_dim": 128, "linear_num_key_heads": 4, "linear_num_value_heads": 4,
-                "linear_key_head_dim": 64, "linear_value_head_dim": 64, "vocab_size": 32000},
+    "encoder": {
+        "hidden_size": 256,
+        "num_hidden_layers": 2,
+        "intermediate_size": 1024,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "head_dim": 64,
+    },
+    "decoder": {
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "linear_num_key_heads": 4,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 64,
+        "linear_value_head_dim": 64,
+        "vocab_size": 32000,
+    },
 }
 
 
@@ -90,8 +107,14 @@ def synthetic_batches(cfg, tok, n: int, batch: int, seed: int = 0) -> list[dict]
     for _ in range(n):
         secs = np.clip(rng.lognormal(np.log(8.0), 0.5, batch), 1.0, planner.MAX_CLIP_SECONDS)
         secs.sort()  # length bucketing groups similar lengths
-        samples = [{"id": f"c{i}", "audio": (0.1 * rng.standard_normal(int(s * 16000))).astype(np.float32),
-                    "text": " ".join(rng.choice(WORDS, max(1, int(s * 2.5))))} for i, s in enumerate(secs)]
+        samples = [
+            {
+                "id": f"c{i}",
+                "audio": (0.1 * rng.standard_normal(int(s * 16000))).astype(np.float32),
+                "text": " ".join(rng.choice(WORDS, max(1, int(s * 2.5)))),
+            }
+            for i, s in enumerate(secs)
+        ]
         out.append(coll(samples))
     return out
 
@@ -102,8 +125,11 @@ def step_flops(shapes, batch: dict, enc_frames: int) -> float:
     tokens = int(batch["attention_mask"].sum())
     labels = int((batch["labels"] != -100).sum())
     dec_body = shapes.decoder_params - shapes.vocab_size * shapes.decoder_hidden
-    return (4 * (dec_body + shapes.lora_params + shapes.projector_params) * tokens
-            + 2 * shapes.encoder_params * enc_frames + 6 * shapes.decoder_hidden * shapes.vocab_size * labels)
+    return (
+        4 * (dec_body + shapes.lora_params + shapes.projector_params) * tokens
+        + 2 * shapes.encoder_params * enc_frames
+        + 6 * shapes.decoder_hidden * shapes.vocab_size * labels
+    )
 
 
 def main(argv=None) -> int:
@@ -121,9 +147,15 @@ def main(argv=None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="gpu_step-"))
     base = load(Config, None, None, [])
     enc_dir, dec_dir = model_dirs(base, a.cpu_small, tmp)
-    over = [f"model.audio_model_id={enc_dir}", f"model.text_model_id={dec_dir}", f"deepspeed.zero_stage={a.zero}",
-            f"training.per_device_train_batch_size={batch}", "training.gradient_accumulation_steps=1",
-            f"training.bf16={'true' if cuda else 'false'}", f"model.model_dtype={'bfloat16' if cuda else 'float32'}"]
+    over = [
+        f"model.audio_model_id={enc_dir}",
+        f"model.text_model_id={dec_dir}",
+        f"deepspeed.zero_stage={a.zero}",
+        f"training.per_device_train_batch_size={batch}",
+        "training.gradient_accumulation_steps=1",
+        f"training.bf16={'true' if cuda else 'false'}",
+        f"model.model_dtype={'bfloat16' if cuda else 'float32'}",
+    ]
     if a.cpu_small:
         over.append("model.projector_hidden_dim=1024")
     cfg = load(Config, None, None, over)
@@ -159,14 +191,21 @@ def main(argv=None) -> int:
             flops += step_flops(shapes, b, int(b["feature_mask"].sum()))
             audio += float(b["audio_seconds"].sum())
     worst = max(batches, key=lambda b: b["input_ids"].numel())
-    pred = planner.batch_memory(cfg, shapes, world=world, batch=worst["input_ids"].shape[0],
-                                seq_len=worst["input_ids"].shape[1], label_tokens=int((worst["labels"] != -100).sum()),
-                                audio_seconds=worst["input_features"].shape[0] * worst["input_features"].shape[1] / 50,
-                                device="cuda" if cuda else "cpu")
+    pred = planner.batch_memory(
+        cfg,
+        shapes,
+        world=world,
+        batch=worst["input_ids"].shape[0],
+        seq_len=worst["input_ids"].shape[1],
+        label_tokens=int((worst["labels"] != -100).sum()),
+        audio_seconds=worst["input_features"].shape[0] * worst["input_features"].shape[1] / 50,
+        device="cuda" if cuda else "cpu",
+    )
     step = float(np.mean(times))
     gpu = torch.cuda.get_device_name() if cuda else "cpu"
     peak_tflops = next((g.bf16_tflops for g in planner.CATALOG if cuda and g.runpod_id == gpu), None) or next(
-        (g.bf16_tflops for g in planner.CATALOG if cuda and g.name.split()[0] in gpu), None)
+        (g.bf16_tflops for g in planner.CATALOG if cuda and g.name.split()[0] in gpu), None
+    )
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     res = {
         "device": gpu,

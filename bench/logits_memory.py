@@ -6,6 +6,7 @@ bf16 autocast. Each mode runs in its own process; we report the peak RSS growth 
 
     python bench/logits_memory.py [--batch 4] [--seconds 10]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,14 @@ def one(mode: str, batch_size: int, seconds: float) -> dict:
     loss.backward()
     step_s = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"mode": mode, "seq_len": b["input_ids"].shape[1], "label_tokens": int((b["labels"] != -100).sum()),
-            "step_peak_growth_mib": round(peak - base, 1), "step_s": round(step_s, 2), "loss": round(loss.item(), 4)}
+    return {
+        "mode": mode,
+        "seq_len": b["input_ids"].shape[1],
+        "label_tokens": int((b["labels"] != -100).sum()),
+        "step_peak_growth_mib": round(peak - base, 1),
+        "step_s": round(step_s, 2),
+        "loss": round(loss.item(), 4),
+    }
 
 
 def main() -> None:

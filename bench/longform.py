@@ -12,6 +12,7 @@ insertions beside the per-sentence ones (words dropped or repeated at seams show
 The recognizer is a speechlm model (-m) or Whisper tiny.en's own generate (an ASR that needs no
 training here; windows of at most 30 s).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,22 +91,37 @@ def main(argv=None):
     for i in range(0, n, 16):
         singles += transcribe([w for w, _ in data[i : min(i + 16, n)]])
     base = wer.score([r for _, r in data[:n]], singles)
-    rows = [{"setting": "one sentence at a time", "wer": round(base["wer"], 4), "ratio": 1.0,
-             "deletions": base["deletions"], "insertions": base["insertions"]}]
+    rows = [
+        {
+            "setting": "one sentence at a time",
+            "wer": round(base["wer"], 4),
+            "ratio": 1.0,
+            "deletions": base["deletions"],
+            "insertions": base["insertions"],
+        }
+    ]
     print(json.dumps(rows[-1]), flush=True)
     for strategy in args.strategies or longform.STRATEGIES:
         for window in args.windows:
             if window > limit:
                 continue
-            text = longform.transcribe_long(transcribe, [wave], window, strategy=strategy,
-                                            overlap_seconds=args.overlap, batch_size=16)[0]
+            text = longform.transcribe_long(
+                transcribe, [wave], window, strategy=strategy, overlap_seconds=args.overlap, batch_size=16
+            )[0]
             s = wer.score([reference], [text])
             spans = longform.windows(wave, strategy, window, args.overlap)
             name = f"{strategy} {window:g} s" + (f" (overlap {args.overlap:g} s)" if strategy == "overlap" else "")
-            rows.append({"setting": name,
-                         "windows": len(spans), "wer": round(s["wer"], 4),
-                         "ratio": round(s["wer"] / base["wer"], 2) if base["wer"] else None,
-                         "deletions": s["deletions"], "insertions": s["insertions"], "text_tail": text[-120:]})
+            rows.append(
+                {
+                    "setting": name,
+                    "windows": len(spans),
+                    "wer": round(s["wer"], 4),
+                    "ratio": round(s["wer"] / base["wer"], 2) if base["wer"] else None,
+                    "deletions": s["deletions"],
+                    "insertions": s["insertions"],
+                    "text_tail": text[-120:],
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")

@@ -14,6 +14,7 @@ H=64. The logits terms do not depend on H, so a small --hidden measures the same
 memory (the N x H terms, hidden + its gradient, are printed apart), and --fp32 (no autocast)
 reaches the production token count in minutes: its per-chunk bytes are those of fp32 logits.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,11 +75,19 @@ def one(mode: str, n: int, hidden: int, vocab: int, fp32: bool) -> dict:
 
 
 def run(mode: str, n: int, a) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--one", mode, "--n", str(n), "--hidden", str(a.hidden),
-                          "--vocab", str(a.vocab)] + (["--fp32"] if a.fp32 else []), capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", mode, "--n", str(n), "--hidden", str(a.hidden), "--vocab", str(a.vocab)]
+        + (["--fp32"] if a.fp32 else []),
+        capture_output=True,
+        text=True,
+    )
     if out.returncode != 0:  # e.g. killed for memory: report it, the other runs go on
-        return {"mode": mode, "label_tokens": n, "hidden": a.hidden, "error": (out.stderr.strip().splitlines() or
-                                                                             [f"exit {out.returncode}"])[-1]}
+        return {
+            "mode": mode,
+            "label_tokens": n,
+            "hidden": a.hidden,
+            "error": (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1],
+        }
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -105,8 +114,14 @@ def main() -> None:
         xs, ys = [r["label_tokens"] for r in un], [r["peak_growth_mib"] for r in un]
         mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
         slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-        print(json.dumps({"unfused_mib_per_label_token": round(slope, 3),
-                          "unfused_bytes_per_token_per_vocab": round(slope * 2**20 / a.vocab, 2)}))
+        print(
+            json.dumps(
+                {
+                    "unfused_mib_per_label_token": round(slope, 3),
+                    "unfused_bytes_per_token_per_vocab": round(slope * 2**20 / a.vocab, 2),
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

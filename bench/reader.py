@@ -10,6 +10,7 @@ this is per core and robust on a shared machine), the padding share of audio fra
 tokens in both, and how long planning a large manifest takes. With --augment: clips per CPU second
 of the same reader with the recipe's `data.augment` on and off, interleaved runs, best of N.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,7 +66,7 @@ def write_shards(clips, root: Path, per_shard: int) -> Path:
     out.mkdir(parents=True)
     shards = []
     for s in range(0, len(clips), per_shard):
-        part = clips[s:s + per_shard]
+        part = clips[s : s + per_shard]
         file = f"bench-train-{s // per_shard:06d}.tar"
         with tarfile.open(out / file, "w") as tar:
             for cid, flac, words, dur in part:
@@ -76,8 +77,15 @@ def write_shards(clips, root: Path, per_shard: int) -> Path:
                     info = tarfile.TarInfo(name)
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
-        shards.append({"file": file, "clips": len(part), "seconds": sum(c[3] for c in part),
-                       "ids": [c[0] for c in part], "durations": [c[3] for c in part]})
+        shards.append(
+            {
+                "file": file,
+                "clips": len(part),
+                "seconds": sum(c[3] for c in part),
+                "ids": [c[0] for c in part],
+                "durations": [c[3] for c in part],
+            }
+        )
     (out / "manifest.json").write_text(json.dumps({"splits": {"train": {"shards": shards}}, "drops": {}}))
     return out
 
@@ -101,8 +109,10 @@ class MapDataset(torch.utils.data.Dataset):
 def padding(batches) -> tuple[float, float]:
     fm = sum(b["feature_mask"].numel() for b in batches)
     am = sum(b["attention_mask"].numel() for b in batches)
-    return (1 - sum(int(b["feature_mask"].sum()) for b in batches) / fm,
-            1 - sum(int(b["attention_mask"].sum()) for b in batches) / am)
+    return (
+        1 - sum(int(b["feature_mask"].sum()) for b in batches) / fm,
+        1 - sum(int(b["attention_mask"].sum()) for b in batches) / am,
+    )
 
 
 def timed(iterable):
@@ -114,8 +124,17 @@ def timed(iterable):
 
 
 def run_reader(path, collator, batch, workers, augment=None):
-    return timed(TrainLoader([DataSet(str(path))], collator, batch_size=batch, num_workers=workers, seed=1,
-                             shuffle_shards_per_block=4, augment=augment))
+    return timed(
+        TrainLoader(
+            [DataSet(str(path))],
+            collator,
+            batch_size=batch,
+            num_workers=workers,
+            seed=1,
+            shuffle_shards_per_block=4,
+            augment=augment,
+        )
+    )
 
 
 class TimedAugmenter(Augmenter):
@@ -138,9 +157,12 @@ def bench_augment(kind, args, collator):
     clips = make_clips(args.clips, kind)
     with tempfile.TemporaryDirectory() as tmp:
         shards = write_shards(clips, Path(tmp), args.per_shard)
-        print(f"\n[{kind} durations, augmentation of recipe {args.recipe!r}: {', '.join(aug_cfg.active()) or 'none'}] "
-              f"{len(clips)} clips, {sum(c[3] for c in clips) / 3600:.2f} h, batch {args.batch}, "
-              f"{args.workers} worker(s)", flush=True)
+        print(
+            f"\n[{kind} durations, augmentation of recipe {args.recipe!r}: {', '.join(aug_cfg.active()) or 'none'}] "
+            f"{len(clips)} clips, {sum(c[3] for c in clips) / 3600:.2f} h, batch {args.batch}, "
+            f"{args.workers} worker(s)",
+            flush=True,
+        )
         best, shares = {}, []
         for rep in range(args.repeats):
             for name, aug in (("plain", None), ("augment", augment)):
@@ -152,18 +174,32 @@ def bench_augment(kind, args, collator):
                 if aug is not None:
                     shares.append(TimedAugmenter.cpu / (cpu - TimedAugmenter.cpu))
                     extra = f"; {TimedAugmenter.cpu:.2f} CPU s in the augmenter (+{100 * shares[-1]:.1f}% on the rest)"
-                print(f"  {name:8s} run {rep}: {cpu:6.2f} CPU s ({n / cpu:6.1f} clips per CPU s), "
-                      f"{wall:6.2f} s wall{extra}", flush=True)
+                print(
+                    f"  {name:8s} run {rep}: {cpu:6.2f} CPU s ({n / cpu:6.1f} clips per CPU s), "
+                    f"{wall:6.2f} s wall{extra}",
+                    flush=True,
+                )
                 best[name] = min(best.get(name, cpu), cpu)
     rate = {k: len(clips) / v for k, v in best.items()}
-    print(f"  best of {args.repeats}: plain {rate['plain']:.1f}, augment {rate['augment']:.1f} clips per CPU s: "
-          f"+{100 * (best['augment'] / best['plain'] - 1):.1f}% CPU per clip; in-run share of the augmenter: "
-          f"+{100 * float(np.median(shares)):.1f}% (median)", flush=True)
+    print(
+        f"  best of {args.repeats}: plain {rate['plain']:.1f}, augment {rate['augment']:.1f} clips per CPU s: "
+        f"+{100 * (best['augment'] / best['plain'] - 1):.1f}% CPU per clip; in-run share of the augmenter: "
+        f"+{100 * float(np.median(shares)):.1f}% (median)",
+        flush=True,
+    )
 
 
 def run_map(path, collator, batch, workers):
-    return timed(torch.utils.data.DataLoader(MapDataset(path), batch_size=batch, shuffle=True, num_workers=workers,
-                                             collate_fn=collator, generator=torch.Generator().manual_seed(1)))
+    return timed(
+        torch.utils.data.DataLoader(
+            MapDataset(path),
+            batch_size=batch,
+            shuffle=True,
+            num_workers=workers,
+            collate_fn=collator,
+            generator=torch.Generator().manual_seed(1),
+        )
+    )
 
 
 def bench_one(kind, args, collator, datasets):
@@ -171,26 +207,34 @@ def bench_one(kind, args, collator, datasets):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         shards = write_shards(clips, root, args.per_shard)
-        datasets.Dataset.from_dict({"id": [c[0] for c in clips], "flac": [c[1] for c in clips],
-                                    "text": [c[2] for c in clips]}).save_to_disk(str(root / "arrow"))
+        datasets.Dataset.from_dict(
+            {"id": [c[0] for c in clips], "flac": [c[1] for c in clips], "text": [c[2] for c in clips]}
+        ).save_to_disk(str(root / "arrow"))
         hours = sum(c[3] for c in clips) / 3600
-        print(f"\n[{kind} durations] {len(clips)} clips, {hours:.2f} h, {args.per_shard} clips/shard, "
-              f"batch {args.batch}, {args.workers} worker(s), torch threads {torch.get_num_threads()}", flush=True)
+        print(
+            f"\n[{kind} durations] {len(clips)} clips, {hours:.2f} h, {args.per_shard} clips/shard, "
+            f"batch {args.batch}, {args.workers} worker(s), torch threads {torch.get_num_threads()}",
+            flush=True,
+        )
         best = {}
         for rep in range(args.repeats):  # interleaved, best of N: the machine is shared
             for name, fn, path in (("reader", run_reader, shards), ("map", run_map, str(root / "arrow"))):
                 cpu, wall, batches = fn(path, collator, args.batch, args.workers)
                 n = sum(int((b["weight"] > 0).sum()) for b in batches)
                 assert n == len(clips), (name, n)
-                print(f"  {name:6s} run {rep}: {cpu:6.2f} CPU s ({n / cpu:6.1f} clips per CPU s), {wall:6.2f} s wall",
-                      flush=True)
+                print(
+                    f"  {name:6s} run {rep}: {cpu:6.2f} CPU s ({n / cpu:6.1f} clips per CPU s), {wall:6.2f} s wall",
+                    flush=True,
+                )
                 if name not in best or cpu < best[name][0]:
                     best[name] = (cpu, padding(batches), len(batches))
     rate = {k: len(clips) / v[0] for k, v in best.items()}
     for k in ("reader", "map"):
         _, (pa, pt), nb = best[k]
-        print(f"  {k:6s} {rate[k]:6.1f} clips per CPU second; {nb} batches; padding: audio frames "
-              f"{100 * pa:.1f}%, text tokens {100 * pt:.1f}%")
+        print(
+            f"  {k:6s} {rate[k]:6.1f} clips per CPU second; {nb} batches; padding: audio frames "
+            f"{100 * pa:.1f}%, text tokens {100 * pt:.1f}%"
+        )
     print(f"  speed-up per core: {rate['reader'] / rate['map']:.2f}x", flush=True)
 
 
@@ -205,14 +249,20 @@ def main(argv=None):
     ap.add_argument("--plan-clips", type=int, default=1_000_000)
     ap.add_argument("--augment", action="store_true", help="only: the reader with and without data.augment")
     ap.add_argument("--recipe", default="production", help="whose data.augment --augment measures")
-    ap.add_argument("--override", nargs="*", default=[],
-                    help="key=value on that recipe, e.g. data.augment.speed.prob=0")
+    ap.add_argument(
+        "--override", nargs="*", default=[], help="key=value on that recipe, e.g. data.augment.speed.prob=0"
+    )
     args = ap.parse_args(argv)
     import datasets
 
     tok = text.load_tokenizer(str(tiny.ensure("qwen3_5")), "<audio>")
-    collator = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>",
-                        family=family_for("tiny/granite_speech5"), pool_stride=1)
+    collator = Collator(
+        tok,
+        prompt="Transcribe the audio.",
+        audio_token="<audio>",
+        family=family_for("tiny/granite_speech5"),
+        pool_stride=1,
+    )
     if args.augment:
         for kind in args.durations.split(","):
             bench_augment(kind, args, collator)
@@ -224,17 +274,24 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         rng = np.random.default_rng(0)
         n, per = args.plan_clips, 1000
-        shards = [{"file": f"x-{s:06d}.tar", "ids": [f"x{s}.{i}" for i in range(per)],
-                   "durations": np.round(rng.uniform(1, 19, per), 2).tolist()} for s in range(n // per)]
+        shards = [
+            {
+                "file": f"x-{s:06d}.tar",
+                "ids": [f"x{s}.{i}" for i in range(per)],
+                "durations": np.round(rng.uniform(1, 19, per), 2).tolist(),
+            }
+            for s in range(n // per)
+        ]
         Path(tmp, "manifest.json").write_text(json.dumps({"splits": {"train": {"shards": shards}}}))
         t0 = time.perf_counter()
         cat = load_catalog([tmp], ["train"])
         t1 = time.perf_counter()
-        plan = plan_epoch(cat, [1.0], seed=0, epoch=0, world_size=8, num_workers=4, shards_per_block=4,
-                          batch_size=64)
+        plan = plan_epoch(cat, [1.0], seed=0, epoch=0, world_size=8, num_workers=4, shards_per_block=4, batch_size=64)
         t2 = time.perf_counter()
-        print(f"\nplan of {n} clips over 8 ranks x 4 workers: manifest {t1 - t0:.2f} s, plan {t2 - t1:.2f} s, "
-              f"{plan.steps} steps/epoch, padding batches {8 * plan.steps - sum(plan.real_batches)}")
+        print(
+            f"\nplan of {n} clips over 8 ranks x 4 workers: manifest {t1 - t0:.2f} s, plan {t2 - t1:.2f} s, "
+            f"{plan.steps} steps/epoch, padding batches {8 * plan.steps - sum(plan.real_batches)}"
+        )
 
     # audio padding at production shard sizes, from the plan alone (durations -> padded frames)
     print("\naudio padding from the plan, 100k clips, 1000 clips/shard, 4 shards/block:")
@@ -248,8 +305,14 @@ def plan_padding(kind: str, batch: int, n: int = 100_000, per: int = 1000) -> tu
     rng = np.random.default_rng(1)
     durs = np.round(durations(kind, n, rng), 2)
     with tempfile.TemporaryDirectory() as tmp:
-        shards = [{"file": f"x-{s:06d}.tar", "ids": [f"x{s}.{i}" for i in range(per)],
-                   "durations": durs[s * per:(s + 1) * per].tolist()} for s in range(n // per)]
+        shards = [
+            {
+                "file": f"x-{s:06d}.tar",
+                "ids": [f"x{s}.{i}" for i in range(per)],
+                "durations": durs[s * per : (s + 1) * per].tolist(),
+            }
+            for s in range(n // per)
+        ]
         Path(tmp, "manifest.json").write_text(json.dumps({"splits": {"train": {"shards": shards}}}))
         cat = load_catalog([tmp], ["train"])
     plan = plan_epoch(cat, [1.0], seed=0, epoch=0, world_size=2, num_workers=2, shards_per_block=4, batch_size=batch)
@@ -260,7 +323,7 @@ def plan_padding(kind: str, batch: int, n: int = 100_000, per: int = 1000) -> tu
 
     bucketed = [b for r in plan.workers for w in r for blk in w for b in blk.batches if b is not None]
     perm = rng.permutation(n)
-    return pad(bucketed), pad([perm[i:i + batch] for i in range(0, n, batch)])
+    return pad(bucketed), pad([perm[i : i + batch] for i in range(0, n, batch)])
 
 
 if __name__ == "__main__":

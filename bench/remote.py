@@ -10,6 +10,7 @@ reader's I/O + FLAC decoding, not feature extraction. Wall clips/s and clips per
 reader (this process and its DataLoader workers; the server's CPU is not counted), best of the
 interleaved repeats.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,9 @@ def _cpu() -> float:
 def epoch(path: str, workers: int, io_: RemoteIO) -> tuple[float, float, int, float]:
     """(wall s, reader CPU s, clips, audio s) of one epoch."""
     t0, c0 = time.perf_counter(), _cpu()
-    ld = TrainLoader([DataSet(path)], count, batch_size=16, num_workers=workers, seed=1,
-                     shuffle_shards_per_block=2, remote_io=io_)
+    ld = TrainLoader(
+        [DataSet(path)], count, batch_size=16, num_workers=workers, seed=1, shuffle_shards_per_block=2, remote_io=io_
+    )
     clips = seconds = 0
     for b in ld:
         clips += b["clips"]
@@ -74,8 +76,11 @@ def main(argv=None) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(300):  # up to 30 s
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -118,13 +123,20 @@ def run(args, port: int, s3fs) -> None:
         for rep in range(args.repeats):
             for w in (int(x) for x in args.workers.split(",")):
                 shutil.rmtree(cache, ignore_errors=True)
-                runs = [("local disk", str(local), stream), ("s3 streamed", url, stream),
-                        ("s3 cache, cold", url, cached), ("s3 cache, warm", url, cached)]
+                runs = [
+                    ("local disk", str(local), stream),
+                    ("s3 streamed", url, stream),
+                    ("s3 cache, cold", url, cached),
+                    ("s3 cache, warm", url, cached),
+                ]
                 for name, path, io_ in runs:
                     wall, cpu, clips, seconds = epoch(path, w, io_)
                     assert clips == args.clips, (name, clips)
-                    print(f"  run {rep} workers {w} {name:15s}: {wall:6.2f} s, {clips / wall:7.1f} clips/s, "
-                          f"{seconds / wall:7.1f} audio s/s, {clips / cpu:7.1f} clips per reader CPU s", flush=True)
+                    print(
+                        f"  run {rep} workers {w} {name:15s}: {wall:6.2f} s, {clips / wall:7.1f} clips/s, "
+                        f"{seconds / wall:7.1f} audio s/s, {clips / cpu:7.1f} clips per reader CPU s",
+                        flush=True,
+                    )
                     old = best.get((w, name), (0.0, 0.0))
                     best[(w, name)] = (max(old[0], clips / wall), max(old[1], clips / cpu))
         print("\nbest of the runs: clips/s (wall), clips per reader CPU second")

@@ -14,6 +14,7 @@ Rows, all on the same clips in one process, one after the other:
 Wall RTFx is audio / wall seconds; CPU RTFx is audio / process CPU seconds (a fairer figure on a
 shared machine: compare rows by it when other jobs load the cores).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,11 +59,18 @@ def main(argv=None):
     rows = []
 
     def row(name, batch, texts, wall, cpu):
-        r = {"system": name, "batch": batch, "clips": len(waves), "audio_s": round(seconds, 1),
-             "wall_s": round(wall, 2),
-             "cpu_s": round(cpu, 2), "rtfx": round(seconds / wall, 2), "cpu_rtfx": round(seconds / cpu, 2),
-             "wer": round(wer.score(refs, texts)["wer"], 4),
-             "new_tokens_per_clip": round(sum(len(tokenizer(t)["input_ids"]) for t in texts) / len(texts), 1)}
+        r = {
+            "system": name,
+            "batch": batch,
+            "clips": len(waves),
+            "audio_s": round(seconds, 1),
+            "wall_s": round(wall, 2),
+            "cpu_s": round(cpu, 2),
+            "rtfx": round(seconds / wall, 2),
+            "cpu_rtfx": round(seconds / cpu, 2),
+            "wer": round(wer.score(refs, texts)["wer"], 4),
+            "new_tokens_per_clip": round(sum(len(tokenizer(t)["input_ids"]) for t in texts) / len(texts), 1),
+        }
         rows.append(r)
         print(json.dumps(r), flush=True)
 

@@ -6,6 +6,7 @@ Also times building the built-in synthetic corpus (synthesis included), the demo
 
     python bench/shards.py [--clips 480]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,26 +55,33 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clips", type=int, default=480)
     args = ap.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
-          f"python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
+        f"python {platform.python_version()}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         jsonl = make_inputs(tmp / "in", args.clips)
-        recipe = ShardRecipe(name="bench", sources=[Source(name="wav", kind="manifest", id_column="id",
-                                                           splits={"train": [str(jsonl)]})],
-                             output=OutputConfig(shard_clips=100))
+        recipe = ShardRecipe(
+            name="bench",
+            sources=[Source(name="wav", kind="manifest", id_column="id", splits={"train": [str(jsonl)]})],
+            output=OutputConfig(shard_clips=100),
+        )
         results = {}
         for workers in (1, 2):
             dt, cpu, man = timed(recipe, tmp / f"out{workers}", workers)
             clips, hours = man["splits"]["train"]["clips"], man["splits"]["train"]["hours"]
             results[workers] = dt
             per_cpu = f"; {clips / cpu:.1f} clips per CPU second" if workers == 1 else ""
-            print(f"manifest source, {workers} worker(s): {clips} clips ({hours * 3600:.0f} s audio) in {dt:.2f} s"
-                  f" = {clips / dt:.1f} clips/s, {hours * 3600 / dt:.0f}x real time{per_cpu}")
+            print(
+                f"manifest source, {workers} worker(s): {clips} clips ({hours * 3600:.0f} s audio) in {dt:.2f} s"
+                f" = {clips / dt:.1f} clips/s, {hours * 3600 / dt:.0f}x real time{per_cpu}"
+            )
         same = all((tmp / "out1" / p.name).read_bytes() == p.read_bytes() for p in (tmp / "out2").glob("*.tar"))
         print(f"speedup 2 vs 1 worker: {results[1] / results[2]:.2f}x; byte-identical outputs: {same}")
-        syn = ShardRecipe(name="synthetic", sources=[Source(name="synthetic", kind="synthetic")],
-                          output=OutputConfig(shard_clips=100))
+        syn = ShardRecipe(
+            name="synthetic", sources=[Source(name="synthetic", kind="synthetic")], output=OutputConfig(shard_clips=100)
+        )
         dt, _, man = timed(syn, tmp / "synthetic", 2)
         n = sum(s["clips"] for s in man["splits"].values())
         print(f"synthetic corpus (espeak-ng + shard), 2 workers: {n} clips in {dt:.2f} s = {n / dt:.1f} clips/s")

@@ -5,6 +5,7 @@ parameter groups, the same warmup+cosine schedule and clipping, world size 1 on 
 its own process; the figure is the median wall time per optimizer step (data fetch included) after
 `--warmup` steps. Usage: python bench/train.py [--steps 40] [--warmup 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,16 +20,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-OVERRIDES = ["training.per_device_train_batch_size=8", "training.eval_steps=0", "training.save_steps=0",
-             "training.logging_steps=1", "data.num_workers=1", "data.eval=[]", "training.report_to=none"]
+OVERRIDES = [
+    "training.per_device_train_batch_size=8",
+    "training.eval_steps=0",
+    "training.save_steps=0",
+    "training.logging_steps=1",
+    "data.num_workers=1",
+    "data.eval=[]",
+    "training.report_to=none",
+]
 
 
 def load_cfg(steps: int, out: str):
     from speechlm import config as config_mod
 
-    return config_mod.load(config_mod.Config, "tiny", None,
-                           OVERRIDES + [f"training.max_steps={steps}", f"training.output_dir={out}",
-                                        "training.run_name=bench"])
+    return config_mod.load(
+        config_mod.Config,
+        "tiny",
+        None,
+        OVERRIDES + [f"training.max_steps={steps}", f"training.output_dir={out}", "training.run_name=bench"],
+    )
 
 
 def bench_speechlm(steps: int, out: str) -> list[float]:
@@ -106,9 +117,19 @@ def bench_hf(steps: int, out: str) -> list[float]:
         def on_step_end(self, args, state, control, **kw):
             ends.append(time.perf_counter())
 
-    args = TrainingArguments(output_dir=out, max_steps=steps, per_device_train_batch_size=t.per_device_train_batch_size,
-                             max_grad_norm=t.max_grad_norm, report_to=[], save_strategy="no", logging_steps=10**9,
-                             use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=t.seed)
+    args = TrainingArguments(
+        output_dir=out,
+        max_steps=steps,
+        per_device_train_batch_size=t.per_device_train_batch_size,
+        max_grad_norm=t.max_grad_norm,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=10**9,
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=t.seed,
+    )
     SpeechTrainer(model=model, args=args, optimizers=(opt, sched), callbacks=[Clock()]).train()
     return [b - a for a, b in zip(ends, ends[1:])]
 
@@ -133,20 +154,30 @@ def main() -> None:
     result: dict[str, float] = {}
     kinds = ["bare", "speechlm", "hf"]
     for r in range(a.repeat):
-        for kind in kinds[r % 3:] + kinds[: r % 3]:  # rotate the order so drift hits each kind alike
+        for kind in kinds[r % 3 :] + kinds[: r % 3]:  # rotate the order so drift hits each kind alike
             with tempfile.TemporaryDirectory() as out:
-                p = subprocess.run([sys.executable, __file__, "--child", kind, "--steps", str(a.steps), "--out", out],
-                                   env=env, cwd=ROOT, capture_output=True, text=True)
+                p = subprocess.run(
+                    [sys.executable, __file__, "--child", kind, "--steps", str(a.steps), "--out", out],
+                    env=env,
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                )
                 line = [x for x in p.stdout.splitlines() if x.startswith("BENCH ")]
                 if p.returncode or not line:
                     sys.exit(f"{kind} failed:\n{p.stderr[-3000:]}")
-                times = json.loads(line[0][6:])["times"][a.warmup:]
+                times = json.loads(line[0][6:])["times"][a.warmup :]
                 result[kind] = min(result.get(kind, float("inf")), statistics.median(times))
     floor = result["bare"]
-    print(f"tiny twin, batch 8, world 1, CPU, OMP_NUM_THREADS={env['OMP_NUM_THREADS']}; median step time over "
-          f"{a.steps - a.warmup} steps, best of {a.repeat} rounds")
-    for kind, label in (("bare", "bare PyTorch loop (floor)"), ("speechlm", "speechlm trainer (DeepSpeed ZeRO-2)"),
-                        ("hf", "transformers Trainer")):
+    print(
+        f"tiny twin, batch 8, world 1, CPU, OMP_NUM_THREADS={env['OMP_NUM_THREADS']}; median step time over "
+        f"{a.steps - a.warmup} steps, best of {a.repeat} rounds"
+    )
+    for kind, label in (
+        ("bare", "bare PyTorch loop (floor)"),
+        ("speechlm", "speechlm trainer (DeepSpeed ZeRO-2)"),
+        ("hf", "transformers Trainer"),
+    ):
         print(f"  {label:38s} {result[kind] * 1000:8.1f} ms   {result[kind] / floor:5.2f}x")
 
 

@@ -16,6 +16,7 @@ Moses' always-lowercase function words: "The", "And" there are title or quote st
 
     python bench/truecase.py [--dir /usr/share/games/fortunes] [--seed 0]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,7 +83,7 @@ def score(recase, test: list[str]) -> tuple[dict, int]:
             unaligned += 1  # tokenization changed the words: not scored
             continue
         for i, (w, g) in enumerate(zip(want, got)):
-            restart = i > 0 and bool(RESTART.search(ref[spans[i - 1].end():spans[i].start()]))
+            restart = i > 0 and bool(RESTART.search(ref[spans[i - 1].end() : spans[i].start()]))
             for c in category(w, i == 0, restart):
                 total[c] += 1
                 right[c] += w == g
@@ -102,13 +103,17 @@ def main() -> None:
     test, train = sents[:n_test], sents[n_test:]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        models = {"builtin": truecase.builtin(Path(tmp) / "builtin.model"),
-                  "recipe": truecase.train(train, Path(tmp) / "recipe.model")}
+        models = {
+            "builtin": truecase.builtin(Path(tmp) / "builtin.model"),
+            "recipe": truecase.train(train, Path(tmp) / "recipe.model"),
+        }
         load_s = time.perf_counter() - t0
         recasers = {name: (lambda text, tc=tc: truecase.apply(tc, text)) for name, tc in models.items()}
         recasers["baseline"] = lambda text: text.lower().capitalize()
-        print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-              f"{len(train)} train / {len(test)} held-out sentences from {args.dir}; models ready in {load_s:.1f} s")
+        print(
+            f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+            f"{len(train)} train / {len(test)} held-out sentences from {args.dir}; models ready in {load_s:.1f} s"
+        )
         print("| model | " + " | ".join(CATEGORIES) + " | unaligned |")
         print("|---" * (len(CATEGORIES) + 2) + "|")
         for name, fn in recasers.items():

@@ -9,6 +9,7 @@ world size wrote the checkpoint (the partitions add up to the full state).
 
     python bench/universal_convert.py [--stage 2] [--out /tmp/ucp-bench]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,9 @@ def main() -> None:
     class State(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.p = torch.nn.ParameterDict({k.replace(".", "_"): torch.nn.Parameter(torch.randn(s) * 0.01)
-                                             for k, s in shapes.items()})
+            self.p = torch.nn.ParameterDict(
+                {k.replace(".", "_"): torch.nn.Parameter(torch.randn(s) * 0.01) for k, s in shapes.items()}
+            )
 
     engine_mod.default_launcher_env()
     engine_mod.init_distributed()
@@ -74,8 +76,13 @@ def main() -> None:
 
     model = State()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ds = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "train_batch_size": 1,
-          "zero_optimization": {"stage": args.stage}, "bf16": {"enabled": False}}
+    ds = {
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": 1,
+        "zero_optimization": {"stage": args.stage},
+        "bf16": {"enabled": False},
+    }
     engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=ds, dist_init_required=False)
     loss = sum((p.float() ** 2).sum() for p in engine.module.parameters())
     engine.backward(loss)
@@ -88,9 +95,20 @@ def main() -> None:
     size = sum(f.stat().st_size for f in (out / "ds").rglob("*") if f.is_file())
     took = elastic.convert(out / "ds", "state", out / "universal")
     usize = sum(f.stat().st_size for f in (out / "universal").rglob("*") if f.is_file())
-    print(json.dumps({"params": n, "tensors": len(shapes), "zero_stage": args.stage, "checkpoint_mib": size / 2**20,
-                      "save_s": round(saved, 1), "convert_s": round(took, 1), "universal_mib": usize / 2**20,
-                      "cpus": os.cpu_count()}))
+    print(
+        json.dumps(
+            {
+                "params": n,
+                "tensors": len(shapes),
+                "zero_stage": args.stage,
+                "checkpoint_mib": size / 2**20,
+                "save_s": round(saved, 1),
+                "convert_s": round(took, 1),
+                "universal_mib": usize / 2**20,
+                "cpus": os.cpu_count(),
+            }
+        )
+    )
     shutil.rmtree(out, ignore_errors=True)
 
 

@@ -7,6 +7,7 @@ whether the clip encoded alone and in a batch give the same transcript.
 
     python bench/whisper_varlen.py --model DIR   # a WhisperForConditionalGeneration folder with its tokenizer
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,12 @@ sys.path[:0] = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")]
 
 import torch  # noqa: E402
 
-SENTENCES = ["the quick brown fox jumps over the lazy dog",
-             "please call stella and ask her to bring these things with her from the store",
-             "seven green houses stand near the river", "hello world"]
+SENTENCES = [
+    "the quick brown fox jumps over the lazy dog",
+    "please call stella and ask her to bring these things with her from the store",
+    "seven green houses stand near the river",
+    "hello world",
+]
 
 
 def main(argv=None) -> None:
@@ -51,8 +55,11 @@ def main(argv=None) -> None:
         return tok.decode(out[0], skip_special_tokens=True).strip()
 
     with torch.no_grad():
-        x = torch.from_numpy(WhisperFeatureExtractor(feature_size=fam.config.num_mel_bins)(
-            waves, sampling_rate=16000, return_tensors="np")["input_features"])
+        x = torch.from_numpy(
+            WhisperFeatureExtractor(feature_size=fam.config.num_mel_bins)(
+                waves, sampling_rate=16000, return_tensors="np"
+            )["input_features"]
+        )
         stock = full.model.encoder(x).last_hidden_state
         feats, mask = fam.features(waves)
         hidden, frames = fam.encode(enc, feats, mask)
@@ -61,11 +68,13 @@ def main(argv=None) -> None:
             cos = torch.nn.functional.cosine_similarity(hidden[i, :n], stock[i, :n], dim=-1)
             f1, m1 = fam.features([w])
             alone, _ = fam.encode(enc, f1, m1)
-            print(f"{len(w) / 16000:.2f} s, {n} frames: cosine to stock mean {cos.mean():.3f}, min {cos.min():.3f}, "
-                  f"last 5 frames {cos[-5:].mean():.3f}")
+            print(
+                f"{len(w) / 16000:.2f} s, {n} frames: cosine to stock mean {cos.mean():.3f}, min {cos.min():.3f}, "
+                f"last 5 frames {cos[-5:].mean():.3f}"
+            )
             print(f"  reference: {s}")
-            print(f"  stock (30 s padded): {decode(stock[i:i + 1])}")
-            var = decode(hidden[i:i + 1, :n])
+            print(f"  stock (30 s padded): {decode(stock[i : i + 1])}")
+            var = decode(hidden[i : i + 1, :n])
             print(f"  variable length:     {var}  (alone == in batch: {decode(alone) == var})")
 
 

@@ -15,6 +15,7 @@ remote tmux session through ssh's stdin: never on a command line, never in a fil
 The tmux session runs on its own socket (-L speechlm), started by the shell that received them, so
 its global environment (and so the training process's) holds them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -96,9 +97,26 @@ def up_command(a) -> list[str]:
     if not gpu:
         raise ConfigError("no GPU in the catalog fits this config; pass --gpu-type or lower the batch")
     disk_gb = a.disk_gb or int(plan["disk_bytes"]["total"] / 1e9 * 1.2) + 10
-    return ["runpodctl", "create", "pod", "--name", a.name, "--gpuType", gpu, "--gpuCount", str(a.gpu_count),
-            "--imageName", a.image, "--containerDiskSize", str(disk_gb), "--volumeSize", "0",
-            "--ports", "22/tcp", "--secureCloud" if not a.community else "--communityCloud"]
+    return [
+        "runpodctl",
+        "create",
+        "pod",
+        "--name",
+        a.name,
+        "--gpuType",
+        gpu,
+        "--gpuCount",
+        str(a.gpu_count),
+        "--imageName",
+        a.image,
+        "--containerDiskSize",
+        str(disk_gb),
+        "--volumeSize",
+        "0",
+        "--ports",
+        "22/tcp",
+        "--secureCloud" if not a.community else "--communityCloud",
+    ]
 
 
 def cmd_up(a) -> int:
@@ -136,15 +154,22 @@ def cmd_wait(a) -> int:
 
 def synced_files() -> list[str]:
     """Files git tracks (or sees and doesn't ignore) that exist: the code, never outputs or venvs."""
-    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                         capture_output=True, check=True).stdout.decode()
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
     return sorted({f for f in out.split("\0") if f and (ROOT / f).is_file()})
 
 
 def cmd_deploy(a) -> int:
     if not a.skip_setup:  # the RunPod PyTorch image lacks tmux and rsync
-        remote(a, "set -e; command -v tmux >/dev/null && command -v rsync >/dev/null || "
-                  "(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux rsync >/dev/null)")
+        remote(
+            a,
+            "set -e; command -v tmux >/dev/null && command -v rsync >/dev/null || "
+            "(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux rsync >/dev/null)",
+        )
     remote(a, f"mkdir -p {q(a.remote_dir)}")
     rsh = shlex.join(ssh_base(a)[:-1])
     files = "\0".join(synced_files()) + "\0"
@@ -179,8 +204,10 @@ def remote_python(a) -> str:
 
 def check_disk(a, train_args: list[str]) -> None:
     """Refuse to start when the pod's free disk is below what the plan needs still to come."""
-    script = (f"cd {q(a.remote_dir)} && {q(remote_python(a))} -m speechlm.plan --json {shlex.join(train_args)} && "
-              f"df -B1 --output=avail {q(a.remote_dir)} | tail -1")
+    script = (
+        f"cd {q(a.remote_dir)} && {q(remote_python(a))} -m speechlm.plan --json {shlex.join(train_args)} && "
+        f"df -B1 --output=avail {q(a.remote_dir)} | tail -1"
+    )
     r = remote(a, script, capture=True, check=False)
     if r.returncode:
         raise SystemExit(f"error: planning on the pod failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
@@ -188,8 +215,10 @@ def check_disk(a, train_args: list[str]) -> None:
     need = json.loads(plan_json)["disk_bytes"]
     need_now = need["shards"] + need["hub_cache"] + need["checkpoints"]  # the environment is installed
     if int(free) < need_now:
-        raise SystemExit(f"error: {a.host} has {int(free) / 1e9:.1f} GB free, the plan needs {need_now / 1e9:.1f} GB "
-                         "(shards + Hub cache + checkpoints); grow the disk or pass --skip-disk-check")
+        raise SystemExit(
+            f"error: {a.host} has {int(free) / 1e9:.1f} GB free, the plan needs {need_now / 1e9:.1f} GB "
+            "(shards + Hub cache + checkpoints); grow the disk or pass --skip-disk-check"
+        )
     print(f"disk: {int(free) / 1e9:.1f} GB free, plan needs {need_now / 1e9:.1f} GB")
 
 
@@ -204,15 +233,19 @@ def cmd_train(a) -> int:
     env = "".join(f"export {k}={q(os.environ[k])}\n" for k in SECRETS if os.environ.get(k))
     nproc = a.gpus or "$(nvidia-smi -L 2>/dev/null | wc -l | awk '{print ($1 > 0) ? $1 : 1}')"
     log = f"{a.remote_dir}/logs/{a.session}.log"
-    run = (f"cd {q(a.remote_dir)} && PYTHON={q(remote_python(a))} NPROC_PER_NODE={nproc} bash launch/torchrun.sh "
-           f"{shlex.join(train_args)} 2>&1 | tee -a {q(log)}; echo \"[speechlm] training exited\" | tee -a {q(log)}")
-    script = (f"set -e\nmkdir -p {q(a.remote_dir)}/logs\n"
-              f"if tmux -L {SOCKET} has-session -t {q(a.session)} 2>/dev/null; then "
-              f"echo 'a run is already in tmux session {a.session}: attach, or end it first' >&2; exit 3; fi\n"
-              f"tmux -L {SOCKET} kill-server 2>/dev/null || true\n"  # a fresh server inherits this env
-              f"{env}export HF_HUB_ENABLE_HF_TRANSFER=${{HF_HUB_ENABLE_HF_TRANSFER:-0}}\n"
-              f"tmux -L {SOCKET} new-session -d -s {q(a.session)} -x 200 -y 50 bash -lc {q(run)}\n"
-              f"echo started {a.session}\n")
+    run = (
+        f"cd {q(a.remote_dir)} && PYTHON={q(remote_python(a))} NPROC_PER_NODE={nproc} bash launch/torchrun.sh "
+        f'{shlex.join(train_args)} 2>&1 | tee -a {q(log)}; echo "[speechlm] training exited" | tee -a {q(log)}'
+    )
+    script = (
+        f"set -e\nmkdir -p {q(a.remote_dir)}/logs\n"
+        f"if tmux -L {SOCKET} has-session -t {q(a.session)} 2>/dev/null; then "
+        f"echo 'a run is already in tmux session {a.session}: attach, or end it first' >&2; exit 3; fi\n"
+        f"tmux -L {SOCKET} kill-server 2>/dev/null || true\n"  # a fresh server inherits this env
+        f"{env}export HF_HUB_ENABLE_HF_TRANSFER=${{HF_HUB_ENABLE_HF_TRANSFER:-0}}\n"
+        f"tmux -L {SOCKET} new-session -d -s {q(a.session)} -x 200 -y 50 bash -lc {q(run)}\n"
+        f"echo started {a.session}\n"
+    )
     r = remote(a, script, capture=True, check=False)
     if r.returncode:
         raise SystemExit(f"error: could not start training: {r.stderr.strip()}")
@@ -234,9 +267,11 @@ def cmd_attach(a) -> int:
 
 def cmd_checkpoint(a) -> int:
     # `latest` is written only after a save completes; take the newest run's
-    script = (f"cd {q(a.remote_dir)} && for l in $(ls -td outputs/*/checkpoints/latest 2>/dev/null); do "
-              "if [ -L \"$l\" ]; then readlink -f \"$l\"; else d=$(dirname \"$l\"); t=$(cat \"$l\"); "
-              "case \"$t\" in /*) echo \"$t\";; *) echo \"$(cd \"$d\" && pwd)/$t\";; esac; fi; break; done")
+    script = (
+        f"cd {q(a.remote_dir)} && for l in $(ls -td outputs/*/checkpoints/latest 2>/dev/null); do "
+        'if [ -L "$l" ]; then readlink -f "$l"; else d=$(dirname "$l"); t=$(cat "$l"); '
+        'case "$t" in /*) echo "$t";; *) echo "$(cd "$d" && pwd)/$t";; esac; fi; break; done'
+    )
     out = remote(a, script, capture=True).stdout.strip()
     if not out:
         raise SystemExit(f"error: no checkpoint yet under {a.remote_dir}/outputs on {a.host}")
@@ -315,8 +350,16 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unrecognized arguments: {' '.join(bad)}")
     if extra:
         a.overrides = list(a.overrides) + extra
-    return {"plan": cmd_plan, "up": cmd_up, "wait": cmd_wait, "deploy": cmd_deploy, "train": cmd_train,
-            "attach": cmd_attach, "checkpoint": cmd_checkpoint, "down": cmd_down}[a.cmd](a)
+    return {
+        "plan": cmd_plan,
+        "up": cmd_up,
+        "wait": cmd_wait,
+        "deploy": cmd_deploy,
+        "train": cmd_train,
+        "attach": cmd_attach,
+        "checkpoint": cmd_checkpoint,
+        "down": cmd_down,
+    }[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 """Train: `deepspeed launch/train.py --config tiny`, `torchrun --nproc_per_node N launch/train.py ...`
 or plain `python launch/train.py ...` (world size 1). Arguments: --config RECIPE, --experiment NAME,
 then key.sub=value overrides. Exit codes are documented in speechlm/train/loop.py."""
+
 import sys
 from pathlib import Path
 

@@ -3,6 +3,7 @@
 Audio everywhere in speechlm is a 1-D float32 numpy array at 16 kHz (see docs/design.md).
 No torchaudio/torchcodec: neither works beside the CPU torch build (docs/pitfalls.md, pitfall 13).
 """
+
 from __future__ import annotations
 
 import io

@@ -1,5 +1,6 @@
 """The local model cache: `$SPEECHLM_CACHE` (default `~/.cache/speechlm`), and folders built into it
 once, under a file lock, moved into place whole (the tiny twins, the converted offline weights)."""
+
 from __future__ import annotations
 
 import fcntl

@@ -13,6 +13,7 @@
 
     python -m speechlm.demo [--out outputs] [--name demo] [key=value overrides for the trainer]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,10 +83,17 @@ def main(argv=None) -> dict:
     print("== 3/5 training the speech-LLM (DeepSpeed, CPU)", flush=True)
     t = time.perf_counter()
     run_dir = Path(args.out) / args.name
-    cmd = [sys.executable, str(REPO_ROOT / "launch" / "train.py"), "--config", args.config,
-           f"training.output_dir={args.out}", f"training.run_name={args.name}",
-           f"data.train=[{{path: {shards}, split: train}}]", f"data.eval=[{{path: {shards}, split: eval}}]",
-           *args.overrides]
+    cmd = [
+        sys.executable,
+        str(REPO_ROOT / "launch" / "train.py"),
+        "--config",
+        args.config,
+        f"training.output_dir={args.out}",
+        f"training.run_name={args.name}",
+        f"data.train=[{{path: {shards}, split: train}}]",
+        f"data.eval=[{{path: {shards}, split: eval}}]",
+        *args.overrides,
+    ]
     env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
     rc = subprocess.run(cmd, env=env).returncode
     if rc != 0:
@@ -114,14 +122,23 @@ def main(argv=None) -> dict:
     print("time: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()) + f"; {total:.0f} s in all")
     for line in listening.summary_lines(parts):
         print(line)
-    print(f"held-out WER {100 * result['wer']:.1f}% (orthographic {100 * result['orthographic_wer']:.1f}%) "
-          f"on {result['clips']} clips; {total:.0f} s in all; generation stopped by the token budget "
-          f"{result['capped']} times, by the loop rule {result['loops_truncated']} times")
+    print(
+        f"held-out WER {100 * result['wer']:.1f}% (orthographic {100 * result['orthographic_wer']:.1f}%) "
+        f"on {result['clips']} clips; {total:.0f} s in all; generation stopped by the token budget "
+        f"{result['capped']} times, by the loop rule {result['loops_truncated']} times"
+    )
     print(f"model: {run_dir}/checkpoints (latest)  plots: {plots[0]}")
-    return {"wer": result["wer"], "parts": parts,
-            "result": result,
-            "train_loss": train, "eval_loss": ev, "run_dir": str(run_dir), "shards": str(shards),
-            "plots": [str(p) for p in plots], "seconds": {**times, "total": total}}
+    return {
+        "wer": result["wer"],
+        "parts": parts,
+        "result": result,
+        "train_loss": train,
+        "eval_loss": ev,
+        "run_dir": str(run_dir),
+        "shards": str(shards),
+        "plots": [str(p) for p in plots],
+        "seconds": {**times, "total": total},
+    }
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ mixes noise into every clip at exactly X dB SNR (generated coloured noise, or cl
 both through speechlm.data.augment with draws fixed by the clip id, so every model hears the same
 corrupted clips. The result is named `DATASET+noise10dB`, `DATASET+reverb`, ...
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,14 @@ class ShardClips:
         io_ = RemoteIO()
         if split is None:
             split = "test" if "test" in read_manifest(path, "dataset", io_).get("splits", {}) else "eval"
-        self.loader = EvalLoader([DataSet(path=path, split=split)], Clips(), batch_size=batch_size,
-                                 max_samples_per_set=n or 0, remote_io=io_, what="dataset")
+        self.loader = EvalLoader(
+            [DataSet(path=path, split=split)],
+            Clips(),
+            batch_size=batch_size,
+            max_samples_per_set=n or 0,
+            remote_io=io_,
+            what="dataset",
+        )
 
     def __iter__(self) -> Iterator[tuple[str, object, str]]:
         for batch in self.loader:
@@ -70,8 +77,9 @@ def _manifest_clips(path: Path) -> Iterator[tuple[str, object, str]]:
             yield oid, apath, text
 
 
-def dataset_clips(spec: str, split: str | None = None, n: int | None = None,
-                  batch_size: int = 8) -> tuple[str, Iterable]:
+def dataset_clips(
+    spec: str, split: str | None = None, n: int | None = None, batch_size: int = 8
+) -> tuple[str, Iterable]:
     """(name, iterable of (id, wave or audio path, reference text)) for any dataset spec: a shard set
     (folder or URL), a JSONL/TSV manifest, or a data recipe (built first if needed; its test split)."""
     if remote.is_url(spec):
@@ -123,9 +131,18 @@ def condition(noise_snr_db: float | None = None, noise_dir: str | None = None, r
 CHUNK_CLIPS = 512  # clips decoded and sorted by length at a time: bounded memory, little padding
 
 
-def evaluate(model, spec: str, n: int | None = None, batch_size: int = 16, split: str | None = None,
-             max_seconds: float | None = MAX_SECONDS, window: float | None = None, strategy: str = "pause",
-             corrupt=None, suffix: str = "") -> dict:
+def evaluate(
+    model,
+    spec: str,
+    n: int | None = None,
+    batch_size: int = 16,
+    split: str | None = None,
+    max_seconds: float | None = MAX_SECONDS,
+    window: float | None = None,
+    strategy: str = "pause",
+    corrupt=None,
+    suffix: str = "",
+) -> dict:
     """Corpus WER of `model` on a dataset. Clips are decoded CHUNK_CLIPS at a time, sorted by length and
     batched (`transcribe_waves`); clips longer than the model's window are cut into windows; a clip
     that can't be decoded or is over `max_seconds` is skipped, logged and counted. `corrupt` (from
@@ -201,8 +218,10 @@ def resolve_model_dir(p: Path) -> Path:
 def print_table(results: list[dict]) -> None:
     print(f"{'dataset':<24}{'clips':>7}{'WER %':>8}{'orth %':>8}{'sub':>6}{'del':>6}{'ins':>6}{'RTFx':>8}")
     for r in results:
-        print(f"{r['dataset']:<24}{r['clips']:>7}{100 * r['wer']:>8.2f}{100 * r['orthographic_wer']:>8.2f}"
-              f"{r['substitutions']:>6}{r['deletions']:>6}{r['insertions']:>6}{r['rtfx']:>8.1f}")
+        print(
+            f"{r['dataset']:<24}{r['clips']:>7}{100 * r['wer']:>8.2f}{100 * r['orthographic_wer']:>8.2f}"
+            f"{r['substitutions']:>6}{r['deletions']:>6}{r['insertions']:>6}{r['rtfx']:>8.1f}"
+        )
     for r in results:
         print(f"\nworst in {r['dataset']}:")
         for w in r["worst"]:
@@ -237,8 +256,21 @@ def main(argv=None):
         dataset_clips(d, args.split, args.n)
     torch.manual_seed(0)
     model = load_model(args.model)
-    results = [evaluate(model, d, args.n, args.batch_size, args.split, args.max_seconds, args.window_seconds,
-                        args.long_form, corrupt, suffix) for d in args.dataset]
+    results = [
+        evaluate(
+            model,
+            d,
+            args.n,
+            args.batch_size,
+            args.split,
+            args.max_seconds,
+            args.window_seconds,
+            args.long_form,
+            corrupt,
+            suffix,
+        )
+        for d in args.dataset
+    ]
     out = Path(args.out) if args.out else (Path(args.model) / "eval" if Path(args.model).is_dir() else Path("eval"))
     out.mkdir(parents=True, exist_ok=True)
     for r in results:

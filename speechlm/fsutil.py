@@ -1,4 +1,5 @@
 """Crash-safe file writes, shared by the shard writer and the checkpoints."""
+
 from __future__ import annotations
 
 import os

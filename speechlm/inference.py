@@ -1,6 +1,7 @@
 """Inference on clips of any length, shared by `speechlm.transcribe` and `speechlm.eval`: audio
 loading with clear errors, the `max_seconds` bound, and windowed, sorted, batched transcription
 (`speechlm.longform`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,13 +38,22 @@ def load_clip(src, name: str, max_seconds: float | None = MAX_SECONDS) -> np.nda
     except audio.AudioError as e:
         raise ConfigError(f"{name}: {e}") from None
     if max_seconds and len(wave) > max_seconds * audio.SAMPLE_RATE:
-        raise ConfigError(f"{name}: {len(wave) / audio.SAMPLE_RATE:.1f} s is longer than max_seconds "
-                          f"({max_seconds:g} s); raise --max-seconds to accept it")
+        raise ConfigError(
+            f"{name}: {len(wave) / audio.SAMPLE_RATE:.1f} s is longer than max_seconds "
+            f"({max_seconds:g} s); raise --max-seconds to accept it"
+        )
     return wave
 
 
-def transcribe_waves(model, waves: list[np.ndarray], batch_size: int = 16, window: float | None = None,
-                     strategy: str = "pause", overlap_seconds: float = 2.0, stops: dict | None = None) -> list[str]:
+def transcribe_waves(
+    model,
+    waves: list[np.ndarray],
+    batch_size: int = 16,
+    window: float | None = None,
+    strategy: str = "pause",
+    overlap_seconds: float = 2.0,
+    stops: dict | None = None,
+) -> list[str]:
     """Transcripts of 16 kHz clips of any length: windows sorted by length and batched. `stops`, if
     given, counts the windows whose generation ended on the token budget ("capped") or the loop rule
     ("loops_truncated") rather than on end-of-turn."""
@@ -55,6 +65,12 @@ def transcribe_waves(model, waves: list[np.ndarray], batch_size: int = 16, windo
             stops["loops_truncated"] = stops.get("loops_truncated", 0) + sum(bool(o["loop"]) for o in outs)
         return [o["text"] for o in outs]
 
-    return longform.transcribe_long(batch, waves, window_seconds(model, window), strategy=strategy,
-                                    overlap_seconds=overlap_seconds, batch_size=batch_size,
-                                    min_samples=model.features.min_samples)
+    return longform.transcribe_long(
+        batch,
+        waves,
+        window_seconds(model, window),
+        strategy=strategy,
+        overlap_seconds=overlap_seconds,
+        batch_size=batch_size,
+        min_samples=model.features.min_samples,
+    )

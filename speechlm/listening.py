@@ -6,6 +6,7 @@ training words) are scored by WER; `nonspeech` by the share of clips transcribed
 Used by the demo on the test split and by the trainer on the eval split at every evaluation
 (`training.eval_transcribe_clips`).
 """
+
 from __future__ import annotations
 
 from speechlm import wer
@@ -27,8 +28,11 @@ def score_parts(rows: list[dict], split: str = "test") -> dict[str, dict]:
         sel = [r for r in rows if half_of(r["id"], split) == part]
         if not sel:
             continue
-        res: dict = {"clips": len(sel), "capped": sum(bool(r.get("capped")) for r in sel),
-                     "loops": sum(bool(r.get("loop")) for r in sel)}
+        res: dict = {
+            "clips": len(sel),
+            "capped": sum(bool(r.get("capped")) for r in sel),
+            "loops": sum(bool(r.get("loop")) for r in sel),
+        }
         if part == "nonspeech":
             res["empty_share"] = sum(not wer.normalize(r["hypothesis"]).strip() for r in sel) / len(sel)
         else:

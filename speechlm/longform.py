@@ -11,6 +11,7 @@ Two ways to cut (`docs/benchmarks.md` compares them on concatenated espeak-ng se
 This module needs only numpy and the standard library: the exported model's pipeline uses this very
 file (copied into the export folder), so `transformers.pipeline` and `speechlm.transcribe` cut alike.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,9 @@ def _frame_energy_db(wave: np.ndarray) -> np.ndarray:
     return 10.0 * np.log10(np.maximum((frames**2).mean(axis=1), 1e-10))
 
 
-def pause_windows(wave: np.ndarray, window_seconds: float, min_window_seconds: float | None = None,
-                  smooth_seconds: float = 0.2) -> list[tuple[int, int]]:
+def pause_windows(
+    wave: np.ndarray, window_seconds: float, min_window_seconds: float | None = None, smooth_seconds: float = 0.2
+) -> list[tuple[int, int]]:
     """(start, end) sample ranges covering `wave`, each at most `window_seconds` long, cut at the
     quietest point between `min_window_seconds` (default: half the window) and the window's end.
 
@@ -101,7 +103,7 @@ def merge_seam(left: list[str], right: list[str], max_words: int = 8) -> list[st
         return left + right
     half = n // 2
     cut_a = len(left) - len(a) + ea - n + half  # keep left's first half of the run
-    return left[:cut_a] + right[eb - n + half:]
+    return left[:cut_a] + right[eb - n + half :]
 
 
 def windows(wave: np.ndarray, strategy: str, window_seconds: float, overlap_seconds: float) -> list[tuple[int, int]]:
@@ -121,9 +123,15 @@ def join(texts: Sequence[str], strategy: str) -> str:
     return " ".join(t.strip() for t in texts if t.strip())
 
 
-def transcribe_long(transcribe_batch: Callable[[list[np.ndarray]], list[str]], waves: Sequence[np.ndarray],
-                    window_seconds: float, strategy: str = "pause", overlap_seconds: float = 2.0,
-                    batch_size: int = 16, min_samples: int = FRAME) -> list[str]:
+def transcribe_long(
+    transcribe_batch: Callable[[list[np.ndarray]], list[str]],
+    waves: Sequence[np.ndarray],
+    window_seconds: float,
+    strategy: str = "pause",
+    overlap_seconds: float = 2.0,
+    batch_size: int = 16,
+    min_samples: int = FRAME,
+) -> list[str]:
     """Transcribe clips of any length: each is cut into windows, all windows of all clips are sorted
     by length and transcribed `batch_size` at a time (little padding, one job), then each clip's
     window texts are joined in order. A window shorter than `min_samples` (a sliver at the end) is

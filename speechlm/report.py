@@ -4,6 +4,7 @@
 
 One glance should tell whether the loss fell in the first few hundred steps.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,11 @@ PANELS = {
     "loss": ("Loss", lambda k: k in ("train/loss", "eval/loss"), False),
     # training.eval_transcribe_clips: WER per part of the held-out split, and the share of
     # non-speech transcribed as empty (speechlm.listening), beside the loss
-    "listening": ("Held-out WER per part; non-speech said empty",
-                  lambda k: k.startswith(("eval/wer", "eval/empty_share")), False),
+    "listening": (
+        "Held-out WER per part; non-speech said empty",
+        lambda k: k.startswith(("eval/wer", "eval/empty_share")),
+        False,
+    ),
     "learning_rate": ("Learning rate", lambda k: k.startswith("train/learning_rate"), False),
     "grad_norm": ("Gradient norm (before clipping)", lambda k: k == "train/grad_norm", True),
     "throughput": ("Throughput", lambda k: k.startswith("perf/") and k.endswith("_per_s"), True),
@@ -85,7 +89,7 @@ def write_plots(run_dir: str | Path) -> list[Path]:
     written = []
     panels = {k: v for k, v in PANELS.items() if k != "listening" or any(v[1](s) for s in series)}
     fig, axes = plt.subplots(2, 3 if len(panels) > 4 else 2, figsize=(15 if len(panels) > 4 else 11, 7))
-    for ax in axes.flat[len(panels):]:
+    for ax in axes.flat[len(panels) :]:
         ax.axis("off")
     for ax, (name, (title, match, logy)) in zip(axes.flat, panels.items()):
         _draw(ax, series, title, match, logy)

@@ -9,6 +9,7 @@ Qwen3.5) can't make training and inference differ (pitfall 10). Thinking is swit
 (`enable_thinking=False`) so the prompt ends exactly as the pretrained model expects for a direct
 answer; templates that don't know the flag ignore it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,7 +20,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 log = logging.getLogger(__name__)
 
 _SENTINEL = "SPEECHLM-END-OF-TURN-PROBE"
-_EOT_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_EOT_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def load_tokenizer(text_model_id: str, audio_token: str = "<audio>", trust_remote_code: bool = False):
@@ -64,8 +65,10 @@ def end_of_turn_id(tok: PreTrainedTokenizerBase) -> int:
         tid = ids[0]
         special = set(tok.all_special_ids) | set(tok.added_tokens_decoder)
         if tid not in special:
-            raise ValueError(f"the chat template closes an assistant turn with {suffix!r}, which does not start "
-                             "with a special token; speechlm needs a single end-of-turn token")
+            raise ValueError(
+                f"the chat template closes an assistant turn with {suffix!r}, which does not start "
+                "with a special token; speechlm needs a single end-of-turn token"
+            )
     elif tok.eos_token_id is not None:
         tid = tok.eos_token_id  # templates that leave the end of a turn to the tokenizer's EOS
     else:
@@ -77,8 +80,9 @@ def end_of_turn_id(tok: PreTrainedTokenizerBase) -> int:
     return tid
 
 
-def prompt_ids(tok: PreTrainedTokenizerBase, n_audio: int, prompt: str, audio_token: str = "<audio>",
-               system: str | None = None) -> list[int]:
+def prompt_ids(
+    tok: PreTrainedTokenizerBase, n_audio: int, prompt: str, audio_token: str = "<audio>", system: str | None = None
+) -> list[int]:
     """Token ids of the user turn (n audio placeholders, newline, prompt) plus the generation prompt.
 
     `system`: None lets the template add its default system turn (SmolLM2's is 16 tokens, on every

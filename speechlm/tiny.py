@@ -16,6 +16,7 @@ chat template (including its think-block behaviour) and the `<audio>` token;
 Model ids `tiny/<name>` resolve through `speechlm.model.ids.resolve`; directories live under `$SPEECHLM_CACHE`
 (default `~/.cache/speechlm`) in `tiny/<name>-v<VERSION>`.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -58,13 +59,19 @@ CHAT_TEMPLATE = (
     "{%- endif %}"
 )
 
-LLAMA3_SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
-                         "<|eot_id|>", "<audio>"]
+LLAMA3_SPECIAL_TOKENS = [
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<audio>",
+]
 # Llama 3's template, trimmed: BOS, then header-delimited turns each closed by <|eot_id|>
 LLAMA3_CHAT_TEMPLATE = (
     "{{- bos_token }}"
     "{%- for message in messages %}"
-    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}"  # noqa: E501
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}"
 )
@@ -167,8 +174,16 @@ def _build_qwen3_5(out: Path) -> None:
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
     # default layer_types for 4 layers: 3 linear_attention then 1 full_attention
-    _save_decoder(out, Qwen3_5ForCausalLM, Qwen3_5TextConfig, num_hidden_layers=4, linear_num_key_heads=2,
-                  linear_key_head_dim=16, linear_num_value_heads=4, linear_value_head_dim=16)
+    _save_decoder(
+        out,
+        Qwen3_5ForCausalLM,
+        Qwen3_5TextConfig,
+        num_hidden_layers=4,
+        linear_num_key_heads=2,
+        linear_key_head_dim=16,
+        linear_num_value_heads=4,
+        linear_value_head_dim=16,
+    )
 
 
 def _build_qwen3(out: Path) -> None:
@@ -188,6 +203,10 @@ def _encoder_twin(module: str):
     return lambda out: importlib.import_module(module).FAMILY.build_tiny(out)
 
 
-_BUILDERS = {"granite_speech5": _encoder_twin("speechlm.model.encoders.granite"),
-             "whisper": _encoder_twin("speechlm.model.encoders.whisper"),
-             "qwen3_5": _build_qwen3_5, "qwen3": _build_qwen3, "llama3": _build_llama3}
+_BUILDERS = {
+    "granite_speech5": _encoder_twin("speechlm.model.encoders.granite"),
+    "whisper": _encoder_twin("speechlm.model.encoders.whisper"),
+    "qwen3_5": _build_qwen3_5,
+    "qwen3": _build_qwen3,
+    "llama3": _build_llama3,
+}

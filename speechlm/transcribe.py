@@ -8,6 +8,7 @@ mixed to mono and resampled to 16 kHz before the model sees them. A clip longer 
 window (at most the encoder's limit, e.g. Whisper's 30 s) is cut at pauses into windows that are
 transcribed together (`speechlm.longform`); `--max-seconds` bounds the longest input accepted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,14 @@ from speechlm.config import ConfigError, cli_errors
 from speechlm.inference import MAX_SECONDS, WINDOW_SECONDS, check_long_form_args, load_clip, transcribe_waves
 
 
-def transcribe_files(model, paths: list[str], batch_size: int = 16, max_seconds: float | None = MAX_SECONDS,
-                     window: float | None = None, strategy: str = "pause") -> list[str]:
+def transcribe_files(
+    model,
+    paths: list[str],
+    batch_size: int = 16,
+    max_seconds: float | None = MAX_SECONDS,
+    window: float | None = None,
+    strategy: str = "pause",
+) -> list[str]:
     waves = []
     for p in paths:
         if not Path(p).is_file():
@@ -36,9 +43,13 @@ def main(argv=None):
     ap.add_argument("audio", nargs="+")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--max-seconds", type=float, default=MAX_SECONDS, help="longest input accepted (0: no limit)")
-    ap.add_argument("--window-seconds", type=float, default=None,
-                    help=f"long audio is cut into windows of at most this (default {WINDOW_SECONDS:g}, "
-                         "capped at the encoder's limit)")
+    ap.add_argument(
+        "--window-seconds",
+        type=float,
+        default=None,
+        help=f"long audio is cut into windows of at most this (default {WINDOW_SECONDS:g}, "
+        "capped at the encoder's limit)",
+    )
     ap.add_argument("--long-form", choices=longform.STRATEGIES, default="pause")
     args = ap.parse_args(argv)
     check_long_form_args(args)

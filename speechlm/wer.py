@@ -4,6 +4,7 @@ The normalized WER is the number people compare across papers (case, punctuation
 variants and fillers don't count); the orthographic WER keeps case and punctuation, so it shows
 whether the model learned to write properly cased, punctuated text.
 """
+
 from __future__ import annotations
 
 import functools

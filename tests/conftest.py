@@ -6,6 +6,7 @@ few seconds on 2 cores). It returns the output dir
 (`manifest.json` + `synthetic-{train,eval,test}-%06d.tar`): train 64 clips in 8 shards, eval 16
 clips in 2 shards, test 8 clips in 1 shard, so rank/worker splitting has something to split.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -36,9 +37,17 @@ _SESSION_MASTER_PORT = os.environ.get("MASTER_PORT")
 # module fixtures (a trained run, a tiny model) are built once.
 # The longest files first (`pytest --durations=0`, summed per file), so that no worker is left with a
 # long file at the end while the other idles: test_train_e2e.py alone is over a third of `make test`.
-LONGEST_FIRST = ["test_train_e2e.py", "test_plan.py", "test_shard_cli.py", "test_train_units.py", "test_shard.py",
-                 "test_launch_runpod.py", "test_elastic_resume.py", "test_train_multiproc.py",
-                 "test_reliability_faults.py"]
+LONGEST_FIRST = [
+    "test_train_e2e.py",
+    "test_plan.py",
+    "test_shard_cli.py",
+    "test_train_units.py",
+    "test_shard.py",
+    "test_launch_runpod.py",
+    "test_elastic_resume.py",
+    "test_train_multiproc.py",
+    "test_reliability_faults.py",
+]
 
 
 @pytest.hookimpl(tryfirst=True)

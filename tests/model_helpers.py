@@ -1,4 +1,5 @@
 """Shared helpers for the model tests: a tiny config and a batch in the collator's format."""
+
 import numpy as np
 import torch
 
@@ -6,9 +7,18 @@ from speechlm import text
 from speechlm.config import Config, ModelConfig, TrainingConfig
 
 
-def tiny_config(decoder="tiny/qwen3_5", stride=1, calibrate=False, encoder="tiny/granite_speech5", **training) -> Config:
-    m = ModelConfig(audio_model_id=encoder, text_model_id=decoder, projector_hidden_dim=64,
-                    projector_pool_stride=stride, lora_rank=4, lora_alpha=8, calibrate_projector=calibrate)
+def tiny_config(
+    decoder="tiny/qwen3_5", stride=1, calibrate=False, encoder="tiny/granite_speech5", **training
+) -> Config:
+    m = ModelConfig(
+        audio_model_id=encoder,
+        text_model_id=decoder,
+        projector_hidden_dim=64,
+        projector_pool_stride=stride,
+        lora_rank=4,
+        lora_alpha=8,
+        calibrate_projector=calibrate,
+    )
     return Config(model=m, training=TrainingConfig(**training))
 
 
@@ -29,7 +39,8 @@ def batch(model, clips, transcripts=("hello world", "the cat sat"), weight=None)
     width = max(map(len, rows))
     pad = model.tokenizer.pad_token_id
     return {
-        "input_features": feats, "feature_mask": mask,
+        "input_features": feats,
+        "feature_mask": mask,
         "input_ids": torch.tensor([r + [pad] * (width - len(r)) for r in rows]),
         "attention_mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows]),
         "labels": torch.tensor([r + [-100] * (width - len(r)) for r in labels]),

@@ -1,6 +1,7 @@
 """Run Python where torch, transformers and peft import but speechlm does not (shared/README.md):
 a bare virtualenv of the base interpreter, with this venv's site-packages on PYTHONPATH. The
 editable install's `.pth` hook is not read from PYTHONPATH, and the script runs outside the repo."""
+
 from __future__ import annotations
 
 import json
@@ -10,14 +11,14 @@ import sys
 import sysconfig
 from pathlib import Path
 
-PRELUDE = '''\
+PRELUDE = """\
 try:
     import speechlm  # noqa: F401
 except ImportError:
     pass
 else:
     raise SystemExit("speechlm is importable here: the check would prove nothing")
-'''
+"""
 
 
 def make_env(root: Path) -> Path:
@@ -32,14 +33,19 @@ def make_env(root: Path) -> Path:
 def run(python: Path, script: str, *args: str, cwd: Path, timeout: int = 600) -> dict:
     """Run `script` (its last stdout line is JSON) in that environment; returns the parsed JSON."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(PYTHONPATH=sysconfig.get_paths()["purelib"], HF_HUB_OFFLINE="1",
-               HF_MODULES_CACHE=str(cwd / "hf_modules"), PYTHONNOUSERSITE="1")
+    env.update(
+        PYTHONPATH=sysconfig.get_paths()["purelib"],
+        HF_HUB_OFFLINE="1",
+        HF_MODULES_CACHE=str(cwd / "hf_modules"),
+        PYTHONNOUSERSITE="1",
+    )
     cwd = Path(cwd) / "nospeechlm-run"  # its own folder: nothing beside the script named like a package
     cwd.mkdir(exist_ok=True)
     path = cwd / "script.py"
     path.write_text(PRELUDE + script)
-    proc = subprocess.run([str(python), str(path), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [str(python), str(path), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
     if proc.returncode != 0:
         raise AssertionError(f"script failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

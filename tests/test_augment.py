@@ -1,5 +1,6 @@
 """speechlm.data.augment: each transform does what it says, draws depend only on (seed, epoch, clip id),
 and every bad `data.augment` setting is a ConfigError naming its key."""
+
 from __future__ import annotations
 
 import os
@@ -49,7 +50,7 @@ def dominant_hz(x):
 def lag_of(y, x, max_lag=400):
     """The lag (samples) at which y best matches x."""
     mid = slice(max_lag, len(x) - max_lag)
-    scores = [float(np.dot(y[mid], x[max_lag - k:len(x) - max_lag - k])) for k in range(-max_lag, max_lag + 1)]
+    scores = [float(np.dot(y[mid], x[max_lag - k : len(x) - max_lag - k])) for k in range(-max_lag, max_lag + 1)]
     return int(np.argmax(scores)) - max_lag
 
 
@@ -58,6 +59,7 @@ def cfg(**sections) -> AugmentConfig:
 
 
 # ---------------------------------------------------------------------------------- transforms
+
 
 @pytest.mark.parametrize("factor", [0.9, 1.1, 1.5])
 def test_speed_changes_duration_and_pitch_by_the_factor(factor):
@@ -153,7 +155,7 @@ def test_synthetic_rir_decays_by_60_db_at_rt60_and_has_its_drr():
     rir = A.synthetic_rir(np.random.default_rng(5), rt60_s=0.5, drr_db=6.0)
     assert len(rir) == 8000 and rir[0] == 1.0
     tail = rir[1:].astype(np.float64)
-    assert 10 * np.log10(1.0 / np.sum(tail ** 2)) == pytest.approx(6.0, abs=0.01)
+    assert 10 * np.log10(1.0 / np.sum(tail**2)) == pytest.approx(6.0, abs=0.01)
     early, late = np.mean(tail[:400] ** 2), np.mean(tail[-800:] ** 2)
     assert 10 * np.log10(early / late) > 45
 
@@ -202,7 +204,7 @@ def test_spec_masks_mask_the_same_bins_in_every_block_and_only_real_frames():
     feats = torch.randn(100, 320)  # Granite: [mel, delta] x 2 stacked frames, 80 bins each
     spec = replace(AugmentConfig().spec, time_masks=2, time_mask_max_s=0.2, freq_masks=2, freq_mask_max_bins=10)
     out = A.spec_masks(feats.clone(), 90, np.random.default_rng(7), spec, frames_per_second=50, num_mel_bins=80)
-    changed = (out != feats)
+    changed = out != feats
     assert not changed[90:].any()
     cols = changed[:90].all(dim=0).reshape(4, 80)
     assert cols.any() and (cols == cols[0]).all()  # a band covers the same bins in all 4 blocks
@@ -212,8 +214,11 @@ def test_spec_masks_mask_the_same_bins_in_every_block_and_only_real_frames():
 
 # ---------------------------------------------------------------------------------- determinism
 
-FULL = dict(speed=SpeedAugment([0.9, 1.0, 1.1]), noise=NoiseAugment(prob=1.0, snr_db=[5.0, 20.0]),
-            reverb=ReverbAugment(prob=1.0))
+FULL = dict(
+    speed=SpeedAugment([0.9, 1.0, 1.1]),
+    noise=NoiseAugment(prob=1.0, snr_db=[5.0, 20.0]),
+    reverb=ReverbAugment(prob=1.0),
+)
 
 
 def test_draws_depend_on_seed_epoch_and_id_only():
@@ -221,7 +226,7 @@ def test_draws_depend_on_seed_epoch_and_id_only():
     x = speechlike()
     ref = {(e, c): aug(x, e, c) for e in (0, 1) for c in ("a", "b")}
     fresh = pickle.loads(pickle.dumps(A.Augmenter(cfg(**FULL), seed=44)))  # another worker, after a resume
-    for (e, c) in [(1, "b"), (0, "a"), (1, "a"), (0, "b")]:  # another order
+    for e, c in [(1, "b"), (0, "a"), (1, "a"), (0, "b")]:  # another order
         np.testing.assert_array_equal(fresh(x, e, c), ref[(e, c)])
     assert not np.array_equal(ref[(0, "a")], ref[(1, "a")])
     assert not np.array_equal(ref[(0, "a")], ref[(0, "b")])
@@ -240,11 +245,18 @@ def test_transforms_draw_independently():
 @pytest.mark.slow  # a fresh interpreter imports torch: ~15 s on a loaded 2-core machine
 def test_clip_seed_does_not_depend_on_python_hash_salt():
     # a resumed run is a new process with a new str-hash salt; this one's salt is random per run
-    code = ("from speechlm.data.augment import ClipDraws; "
-            "print(ClipDraws(44, 3, 'synthetic_000123')['noise'].integers(1 << 62))")
+    code = (
+        "from speechlm.data.augment import ClipDraws; "
+        "print(ClipDraws(44, 3, 'synthetic_000123')['noise'].integers(1 << 62))"
+    )
     root = str(Path(__file__).resolve().parent.parent)
-    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=root),
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=root),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.strip() == str(A.ClipDraws(44, 3, "synthetic_000123")["noise"].integers(1 << 62))
 
 
@@ -282,34 +294,41 @@ def test_eval_conditions_are_exact_and_the_same_for_every_run(tmp_path):
 
 # ---------------------------------------------------------------------------------- config errors
 
-@pytest.mark.parametrize("raw, key", [
-    ({"speed": {"factors": [0.9, 0.0]}}, "data.augment.speed.factors[1]"),
-    ({"speed": {"factors": [-1.0]}}, "data.augment.speed.factors[0]"),
-    ({"speed": {"factors": []}}, "data.augment.speed.factors"),
-    ({"speed": {"prob": -0.1}}, "data.augment.speed.prob"),
-    ({"noise": {"snr_db": [20, 5]}}, "data.augment.noise.snr_db"),
-    ({"noise": {"snr_db": [5]}}, "data.augment.noise.snr_db"),
-    ({"noise": {"prob": 1.5}}, "data.augment.noise.prob"),
-    ({"noise": {"colors": []}}, "data.augment.noise.colors"),
-    ({"reverb": {"rt60_s": [0.0, 0.5]}}, "data.augment.reverb.rt60_s"),
-    ({"reverb": {"drr_db": [10, 0]}}, "data.augment.reverb.drr_db"),
-    ({"gain": {"db": [6, -6]}}, "data.augment.gain.db"),
-    ({"clipping": {"level": [0.5, 1.5]}}, "data.augment.clipping.level"),
-    ({"codec": {"compression": [0.9, 0.1]}}, "data.augment.codec.compression"),
-    ({"bandlimit": {"sample_rates": [16000]}}, "data.augment.bandlimit.sample_rates[0]"),
-    ({"spec": {"time_masks": -1}}, "data.augment.spec.time_masks"),
-])
+
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({"speed": {"factors": [0.9, 0.0]}}, "data.augment.speed.factors[1]"),
+        ({"speed": {"factors": [-1.0]}}, "data.augment.speed.factors[0]"),
+        ({"speed": {"factors": []}}, "data.augment.speed.factors"),
+        ({"speed": {"prob": -0.1}}, "data.augment.speed.prob"),
+        ({"noise": {"snr_db": [20, 5]}}, "data.augment.noise.snr_db"),
+        ({"noise": {"snr_db": [5]}}, "data.augment.noise.snr_db"),
+        ({"noise": {"prob": 1.5}}, "data.augment.noise.prob"),
+        ({"noise": {"colors": []}}, "data.augment.noise.colors"),
+        ({"reverb": {"rt60_s": [0.0, 0.5]}}, "data.augment.reverb.rt60_s"),
+        ({"reverb": {"drr_db": [10, 0]}}, "data.augment.reverb.drr_db"),
+        ({"gain": {"db": [6, -6]}}, "data.augment.gain.db"),
+        ({"clipping": {"level": [0.5, 1.5]}}, "data.augment.clipping.level"),
+        ({"codec": {"compression": [0.9, 0.1]}}, "data.augment.codec.compression"),
+        ({"bandlimit": {"sample_rates": [16000]}}, "data.augment.bandlimit.sample_rates[0]"),
+        ({"spec": {"time_masks": -1}}, "data.augment.spec.time_masks"),
+    ],
+)
 def test_bad_values_name_the_key(raw, key):
     c = build(AugmentConfig, dict(raw, enabled=True), prefix="data.augment")
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]") + ":"):
         A.Augmenter(c, seed=0)
 
 
-@pytest.mark.parametrize("raw, key", [
-    ({"codec": {"formats": ["aac"]}}, "data.augment.codec.formats[0]"),
-    ({"noise": {"colors": ["purple"]}}, "data.augment.noise.colors[0]"),
-    ({"speed": {"factor": [0.9]}}, "data.augment.speed.factor"),
-])
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({"codec": {"formats": ["aac"]}}, "data.augment.codec.formats[0]"),
+        ({"noise": {"colors": ["purple"]}}, "data.augment.noise.colors[0]"),
+        ({"speed": {"factor": [0.9]}}, "data.augment.speed.factor"),
+    ],
+)
 def test_bad_names_name_the_key(raw, key):
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
         build(AugmentConfig, raw, prefix="data.augment")

@@ -1,6 +1,7 @@
 """Augmentation inside the reader: a clip's augmented audio depends on (seed, epoch, clip id) only, so it is
 the same on any ranks x workers and after a resume (elastic too); eval never augments; the clip-length check
 counts the slowest speed factor."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,22 +19,37 @@ from speechlm.data import EvalLoader, TrainLoader
 from speechlm.data.augment import Augmenter
 from test_data_util import all_ids, write_set
 
-AUG = replace(AugmentConfig(enabled=True), speed=SpeedAugment([0.9, 1.0, 1.1]),
-              noise=NoiseAugment(prob=0.7, snr_db=[5.0, 20.0]), reverb=ReverbAugment(prob=0.5),
-              gain=replace(AugmentConfig().gain, prob=0.5))
+AUG = replace(
+    AugmentConfig(enabled=True),
+    speed=SpeedAugment([0.9, 1.0, 1.1]),
+    noise=NoiseAugment(prob=0.7, snr_db=[5.0, 20.0]),
+    reverb=ReverbAugment(prob=0.5),
+    gain=replace(AugmentConfig().gain, prob=0.5),
+)
 
 
 def digest_collate(samples: list[dict]) -> dict:
     """Per clip: its id and a digest of the exact float32 samples the model would get."""
-    return {"ids": [s["id"] for s in samples], "weight": [float(s["weight"]) for s in samples],
-            "digest": [hashlib.sha1(np.ascontiguousarray(s["audio"], np.float32).tobytes()).hexdigest()
-                       for s in samples],
-            "num_samples": [len(s["audio"]) for s in samples]}
+    return {
+        "ids": [s["id"] for s in samples],
+        "weight": [float(s["weight"]) for s in samples],
+        "digest": [hashlib.sha1(np.ascontiguousarray(s["audio"], np.float32).tobytes()).hexdigest() for s in samples],
+        "num_samples": [len(s["audio"]) for s in samples],
+    }
 
 
 def loader(sets, rank=0, world=1, workers=0, aug=AUG, seed=7):
-    return TrainLoader(sets, digest_collate, batch_size=3, rank=rank, world_size=world, num_workers=workers, seed=seed,
-                       shuffle_shards_per_block=2, augment=Augmenter(aug, seed) if aug else None)
+    return TrainLoader(
+        sets,
+        digest_collate,
+        batch_size=3,
+        rank=rank,
+        world_size=world,
+        num_workers=workers,
+        seed=seed,
+        shuffle_shards_per_block=2,
+        augment=Augmenter(aug, seed) if aug else None,
+    )
 
 
 def clips(batches) -> dict[str, str]:
@@ -111,8 +127,13 @@ class LimitedCollate:
 def test_clip_limit_counts_the_slowest_speed(one_set):
     TrainLoader(one_set, LimitedCollate(), batch_size=3, num_workers=0)  # clips up to 0.8 s fit 0.85 s
     with pytest.raises(ConfigError, match=r"data.train\[0\]: .*after data.augment.speed.factors slows them by 1.11x"):
-        TrainLoader(one_set, LimitedCollate(), batch_size=3, num_workers=0,
-                    augment=Augmenter(replace(AugmentConfig(enabled=True), speed=SpeedAugment([0.9, 1.1])), 0))
+        TrainLoader(
+            one_set,
+            LimitedCollate(),
+            batch_size=3,
+            num_workers=0,
+            augment=Augmenter(replace(AugmentConfig(enabled=True), speed=SpeedAugment([0.9, 1.1])), 0),
+        )
 
 
 def test_eval_never_augments(one_set):
@@ -155,14 +176,30 @@ def test_spec_masks_on_the_collated_features_are_drawn_per_clip(one_set):
     from speechlm.model.encoders import family_for
 
     tok = text.load_tokenizer(str(tiny.ensure("qwen3_5")), "<audio>")
-    collator = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>",
-                        family=family_for("tiny/granite_speech5"), pool_stride=1)
-    masks = replace(AugmentConfig(enabled=True), spec=replace(AugmentConfig().spec, time_masks=1, time_mask_max_s=0.2,
-                                                               freq_masks=1, freq_mask_max_bins=20))
+    collator = Collator(
+        tok,
+        prompt="Transcribe the audio.",
+        audio_token="<audio>",
+        family=family_for("tiny/granite_speech5"),
+        pool_stride=1,
+    )
+    masks = replace(
+        AugmentConfig(enabled=True),
+        spec=replace(AugmentConfig().spec, time_masks=1, time_mask_max_s=0.2, freq_masks=1, freq_mask_max_bins=20),
+    )
 
     def feats(aug, world=1, rank=0):
-        l = TrainLoader(one_set, collator, batch_size=3, rank=rank, world_size=world, num_workers=0, seed=7,
-                        shuffle_shards_per_block=2, augment=Augmenter(aug, 7) if aug else None)
+        l = TrainLoader(
+            one_set,
+            collator,
+            batch_size=3,
+            rank=rank,
+            world_size=world,
+            num_workers=0,
+            seed=7,
+            shuffle_shards_per_block=2,
+            augment=Augmenter(aug, 7) if aug else None,
+        )
         out = {}
         for b in l:
             for i, cid in enumerate(b["ids"]):

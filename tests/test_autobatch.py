@@ -1,5 +1,6 @@
 """per_device_train_batch_size=auto: the config value, the plan's pick per device, and the trainer
 resolving it on CPU from a stated device memory (SPEECHLM_DEVICE_MEMORY_GIB)."""
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,10 @@ def test_production_pick_keeps_256_clips_per_step(gib):
     # the next larger micro batch would not fit (with the chosen checkpointing)
     if p.micro < 256:
         bigger = min(b for b in (2 * p.micro, 256) if 256 % b == 0)
-        assert step_bytes(cfg, model_shapes(cfg), bigger, p.gradient_checkpointing, world=1, clip_seconds=19.0) \
+        assert (
+            step_bytes(cfg, model_shapes(cfg), bigger, p.gradient_checkpointing, world=1, clip_seconds=19.0)
             > gib * GIB * USABLE_FRACTION
+        )
     print(f"{gib} GiB: {p.describe()}")
 
 
@@ -66,8 +69,10 @@ def test_plan_auto_and_checkpointing(monkeypatch):
     assert on["memory_bytes"]["activations"] < off["memory_bytes"]["activations"] / 4
     assert all(f["per_device_train_batch_size"] * f["gradient_accumulation_steps"] == 256 for f in off["gpus"])
     h200 = next(f for f in off["gpus"] if f["memory_gib"] == 141)
-    assert (off["auto"]["per_device_train_batch_size"], off["auto"]["gradient_accumulation_steps"]) == \
-        (h200["per_device_train_batch_size"], h200["gradient_accumulation_steps"])
+    assert (off["auto"]["per_device_train_batch_size"], off["auto"]["gradient_accumulation_steps"]) == (
+        h200["per_device_train_batch_size"],
+        h200["gradient_accumulation_steps"],
+    )
 
 
 def test_cpu_without_a_stated_memory_is_refused(monkeypatch):
@@ -83,10 +88,23 @@ def test_trainer_resolves_auto_from_the_stated_memory(synthetic_shards, tmp_path
     from speechlm.plan import data_facts
     from speechlm.train.loop import Trainer
 
-    cfg = load(Config, "tiny", None, [
-        f"data.train=[{{path: {synthetic_shards}, split: train}}]", "data.eval=[]", "data.num_workers=0",
-        "training.per_device_train_batch_size=auto", "training.clips_per_step_per_device=16", "training.max_steps=2",
-        "training.eval_steps=0", "training.save_steps=0", f"training.output_dir={tmp_path}", "training.run_name=auto"])
+    cfg = load(
+        Config,
+        "tiny",
+        None,
+        [
+            f"data.train=[{{path: {synthetic_shards}, split: train}}]",
+            "data.eval=[]",
+            "data.num_workers=0",
+            "training.per_device_train_batch_size=auto",
+            "training.clips_per_step_per_device=16",
+            "training.max_steps=2",
+            "training.eval_steps=0",
+            "training.save_steps=0",
+            f"training.output_dir={tmp_path}",
+            "training.run_name=auto",
+        ],
+    )
     # a device that holds the worst case at 4 clips but not at 8 (without checkpointing)
     shapes = model_shapes(cfg)
     clip = data_facts(cfg)["max_clip_seconds"]
@@ -97,8 +115,11 @@ def test_trainer_resolves_auto_from_the_stated_memory(synthetic_shards, tmp_path
     trainer = Trainer(cfg)
     assert trainer.run() == 0
     t = trainer.cfg.training
-    assert (t.per_device_train_batch_size, t.gradient_accumulation_steps, t.gradient_checkpointing) == \
-        (expected.micro, expected.accumulation, expected.gradient_checkpointing)
+    assert (t.per_device_train_batch_size, t.gradient_accumulation_steps, t.gradient_checkpointing) == (
+        expected.micro,
+        expected.accumulation,
+        expected.gradient_checkpointing,
+    )
     saved = yaml.safe_load((trainer.run_dir / "config.yaml").read_text())["training"]
     assert saved["per_device_train_batch_size"] == expected.micro
     first = json.loads((trainer.run_dir / "metrics.jsonl").read_text().splitlines()[0])
@@ -106,10 +127,20 @@ def test_trainer_resolves_auto_from_the_stated_memory(synthetic_shards, tmp_path
     # a resume keeps what the checkpoint recorded, whatever the device now offers: the data order
     # depends on the micro batch
     monkeypatch.setenv(autobatch.ENV, "1000")
-    again = load(Config, "tiny", None, [
-        f"data.train=[{{path: {synthetic_shards}, split: train}}]", "data.eval=[]",
-        "training.per_device_train_batch_size=auto", "training.clips_per_step_per_device=16",
-        f"training.output_dir={tmp_path}", "training.run_name=auto", "training.resume_from_checkpoint=auto"])
+    again = load(
+        Config,
+        "tiny",
+        None,
+        [
+            f"data.train=[{{path: {synthetic_shards}, split: train}}]",
+            "data.eval=[]",
+            "training.per_device_train_batch_size=auto",
+            "training.clips_per_step_per_device=16",
+            f"training.output_dir={tmp_path}",
+            "training.run_name=auto",
+            "training.resume_from_checkpoint=auto",
+        ],
+    )
     p = autobatch.resolve(again, world=1)
     assert (p.micro, p.accumulation) == (expected.micro, expected.accumulation) and "checkpoint" in p.reason
     assert again.training.per_device_train_batch_size == expected.micro

@@ -1,4 +1,5 @@
 """The collator: the batch format of docs/design.md, label masks and placeholder counts."""
+
 from __future__ import annotations
 
 import pickle
@@ -40,8 +41,10 @@ def make(tok, pool_stride=1, family=None):
 
 def samples(lengths, texts):
     rng = np.random.default_rng(0)
-    return [{"id": f"c{i}", "text": t, "audio": (0.1 * rng.standard_normal(n)).astype(np.float32), "weight": 1.0}
-            for i, (n, t) in enumerate(zip(lengths, texts))]
+    return [
+        {"id": f"c{i}", "text": t, "audio": (0.1 * rng.standard_normal(n)).astype(np.float32), "weight": 1.0}
+        for i, (n, t) in enumerate(zip(lengths, texts))
+    ]
 
 
 TEXTS = ["hello world", "the cat sat on the mat and the dog ran in the park", "one two"]
@@ -67,13 +70,13 @@ def test_placeholders_and_label_mask(tok, pool_stride, name, request):
         assert ids[: len(prompt)].tolist() == prompt
         assert (labels[: len(prompt)] == -100).all() and (labels[k:] == -100).all()
         kept = labels[labels != -100].tolist()
-        assert kept == ids[len(prompt):k].tolist()
+        assert kept == ids[len(prompt) : k].tolist()
         assert tok.decode(kept) == t + "<|im_end|>"
 
 
 def test_batch_format(tok):
     col = make(tok)
-    batch = col(samples(LENGTHS, TEXTS) [:2] + [dict(samples(LENGTHS, TEXTS)[2], weight=0.0)])
+    batch = col(samples(LENGTHS, TEXTS)[:2] + [dict(samples(LENGTHS, TEXTS)[2], weight=0.0)])
     B = 3
     assert batch["input_features"].dtype == torch.float32 and batch["input_features"].shape[::2] == (B, 320)
     assert batch["feature_mask"].dtype == torch.long
@@ -113,8 +116,12 @@ def test_real_shards_two_ranks(synthetic_shards, tok):
 
     manifest = json.loads((synthetic_shards / "manifest.json").read_text())
     ids = [i for sh in manifest["splits"]["train"]["shards"] for i in sh["ids"]]
-    ls = [TrainLoader([DataSet(str(synthetic_shards))], make(tok), batch_size=4, rank=r, world_size=2,
-                      num_workers=2, seed=3) for r in range(2)]
+    ls = [
+        TrainLoader(
+            [DataSet(str(synthetic_shards))], make(tok), batch_size=4, rank=r, world_size=2, num_workers=2, seed=3
+        )
+        for r in range(2)
+    ]
     steps = ls[0].steps_per_epoch
     runs = [list(l) for l in ls]
     assert [len(r) for r in runs] == [steps, steps]
@@ -133,8 +140,7 @@ def test_shared_memory_estimate_covers_the_largest_batch(tmp_path, tok):
     loader = TrainLoader([DataSet(str(path))], collator, batch_size=4, num_workers=0, seed=1)
     plan = loader.plan(0)
     batches = list(loader)
-    actual = max(sum(t.numel() * t.element_size() for t in b.values() if isinstance(t, torch.Tensor))
-                 for b in batches)
+    actual = max(sum(t.numel() * t.element_size() for t in b.values() if isinstance(t, torch.Tensor)) for b in batches)
     estimate = largest_batch_seconds(loader.catalog, plan.workers[0]) * collator.bytes_per_audio_second
     assert actual * 0.9 <= estimate <= actual * 1.25, (estimate, actual)
 

@@ -1,6 +1,7 @@
 """Elastic resume on the data side: an epoch interrupted under one world size x workers and resumed
 under another sees every clip exactly once, every rank runs the same number of steps, and the next
 epoch is planned as usual for the new layout."""
+
 from __future__ import annotations
 
 import collections
@@ -44,16 +45,27 @@ def test_plan_rest_covers_the_epoch_once_over_three_layouts(tmp_path, weights):
     # deterministic: the same history gives the same rest, and segment 0 is the ordinary plan
     again = plan_epoch(cat, weights, epoch=1, world_size=3, num_workers=2, done=done[:2], **OPTS)
     assert again.consumed(again.steps).tolist() == plan.consumed(plan.steps).tolist()
-    assert plan_epoch(cat, weights, epoch=1, world_size=2, num_workers=2, done=[], **OPTS).consumed(99).tolist() \
+    assert (
+        plan_epoch(cat, weights, epoch=1, world_size=2, num_workers=2, done=[], **OPTS).consumed(99).tolist()
         == full.consumed(99).tolist()
+    )
 
 
 def test_plan_rest_is_bucketed_and_balanced(tmp_path):
     a = write_set(tmp_path, "a", [200] * 8, audio=False, min_s=1, max_s=19)
     cat = load_catalog([str(a)], ["train"])
     first = plan_epoch(cat, [1.0], epoch=0, world_size=4, num_workers=2, seed=1, shards_per_block=4, batch_size=16)
-    rest = plan_epoch(cat, [1.0], epoch=0, world_size=3, num_workers=1, seed=1, shards_per_block=4, batch_size=16,
-                      done=[(4, 2, first.steps // 3)])
+    rest = plan_epoch(
+        cat,
+        [1.0],
+        epoch=0,
+        world_size=3,
+        num_workers=1,
+        seed=1,
+        shards_per_block=4,
+        batch_size=16,
+        done=[(4, 2, first.steps // 3)],
+    )
     batches = [b for r in rest.workers for w in r for blk in w for b in blk.batches if b is not PAD]
     padded = sum(cat.durations[b].max() * len(b) for b in batches)
     assert sum(cat.durations[b].sum() for b in batches) / padded > 0.92  # still sorted by duration
@@ -72,8 +84,19 @@ def _run(loader, steps=None):
 
 
 def _loaders(sets, world, workers):
-    return [TrainLoader(sets, ids_collate, batch_size=3, rank=r, world_size=world, num_workers=workers, seed=7,
-                        shuffle_shards_per_block=2) for r in range(world)]
+    return [
+        TrainLoader(
+            sets,
+            ids_collate,
+            batch_size=3,
+            rank=r,
+            world_size=world,
+            num_workers=workers,
+            seed=7,
+            shuffle_shards_per_block=2,
+        )
+        for r in range(world)
+    ]
 
 
 def test_loader_resume_on_other_world_sizes_sees_each_clip_once(tmp_path):

@@ -1,4 +1,5 @@
 """The epoch plan (manifest only, no audio) and the eval loader."""
+
 from __future__ import annotations
 
 import collections
@@ -26,7 +27,7 @@ def test_bucketing_keeps_padding_low(tmp_path):
     assert sorted(np.concatenate(batches).tolist()) == list(range(cat.num_clips))
     bucketed = padding_fraction(batches, cat.durations)
     shuffled = np.random.default_rng(0).permutation(cat.num_clips)
-    random = padding_fraction([shuffled[i:i + 32] for i in range(0, len(shuffled), 32)], cat.durations)
+    random = padding_fraction([shuffled[i : i + 32] for i in range(0, len(shuffled), 32)], cat.durations)
     assert bucketed < 0.05 and random > 0.25, (bucketed, random)
 
 
@@ -47,8 +48,10 @@ def test_eval_loader_equal_deterministic(tmp_path):
     a = write_set(tmp_path, "a", [4, 4], split="eval", seed=1)
     b = write_set(tmp_path, "b", [3], split="eval", seed=2)
     sets = [DataSet(str(a), split="eval"), DataSet(str(b), split="eval")]
-    ls = [EvalLoader(sets, ids_collate, batch_size=2, max_samples_per_set=5, rank=r, world_size=2, num_workers=w)
-          for r, w in ((0, 2), (1, 2))]
+    ls = [
+        EvalLoader(sets, ids_collate, batch_size=2, max_samples_per_set=5, rank=r, world_size=2, num_workers=w)
+        for r, w in ((0, 2), (1, 2))
+    ]
     runs = [[b for b in l] for l in ls]
     assert len(runs[0]) == len(runs[1]) == len(ls[0])
     seen = collections.Counter(i for r in runs for b in r for i, w in zip(b["ids"], b["weight"]) if w > 0)

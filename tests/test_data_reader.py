@@ -1,4 +1,5 @@
 """The WebDataset reader over 2 ranks x 2 workers, simulated by one loader per rank in-process."""
+
 from __future__ import annotations
 
 import collections
@@ -16,8 +17,12 @@ WORLD, WORKERS = 2, 2
 
 def loaders(sets, world=WORLD, workers=WORKERS, **kw):
     kw.setdefault("batch_size", 3)
-    return [TrainLoader(sets, ids_collate, rank=r, world_size=world, num_workers=workers, seed=7,
-                        shuffle_shards_per_block=2, **kw) for r in range(world)]
+    return [
+        TrainLoader(
+            sets, ids_collate, rank=r, world_size=world, num_workers=workers, seed=7, shuffle_shards_per_block=2, **kw
+        )
+        for r in range(world)
+    ]
 
 
 def run_epoch(ls):
@@ -29,11 +34,14 @@ def real_ids(batches):
     return [i for b in batches for i, w in zip(b["ids"], b["weight"]) if w > 0]
 
 
-@pytest.mark.parametrize("sizes", [
-    [4, 4, 4, 4, 4, 4],      # more shards than the 4 streams
-    [7, 6],                  # fewer shards than streams: split clip by clip
-    [1, 14, 2, 6, 21],       # very different shard sizes
-])
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [4, 4, 4, 4, 4, 4],  # more shards than the 4 streams
+        [7, 6],  # fewer shards than streams: split clip by clip
+        [1, 14, 2, 6, 21],  # very different shard sizes
+    ],
+)
 def test_every_clip_once_equal_steps(tmp_path, sizes):
     path = write_set(tmp_path, "a", sizes)
     ls = loaders([DataSet(str(path))])
@@ -116,8 +124,16 @@ def test_deterministic_and_epochs_differ(tmp_path):
     for x in ls:
         x.set_epoch(1)
     assert sorted(i for r in run_epoch(ls) for i in real_ids(r)) == sorted(all_ids(path))
-    other_seed = TrainLoader(sets, ids_collate, batch_size=3, rank=1, world_size=WORLD, num_workers=WORKERS,
-                             seed=8, shuffle_shards_per_block=2)
+    other_seed = TrainLoader(
+        sets,
+        ids_collate,
+        batch_size=3,
+        rank=1,
+        world_size=WORLD,
+        num_workers=WORKERS,
+        seed=8,
+        shuffle_shards_per_block=2,
+    )
     assert [b["ids"] for b in other_seed] != a
 
 

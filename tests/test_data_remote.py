@@ -2,6 +2,7 @@
 (http.server in a thread) and an S3-compatible one (moto's server mode). Equal steps, exact resume
 and batches identical to the same set on local disk; missing objects; a server stopped mid-epoch
 (an error naming the object, or a logged retry that recovers); a server that never answers."""
+
 from __future__ import annotations
 
 import contextlib
@@ -29,6 +30,7 @@ FAST = RemoteIO(retries=2, timeout_s=5, backoff_s=0.2)  # a dead server is repor
 @contextlib.contextmanager
 def deadline(seconds: float):
     """Fail instead of hanging: SIGALRM interrupts whatever the main thread waits on."""
+
     def on_alarm(*_):
         raise TimeoutError(f"still running after {seconds} s")
 
@@ -126,8 +128,20 @@ def publish(kind: str, folder: Path, http_folder, request) -> str:
 
 def loaders(path: str, world=WORLD, workers=WORKERS, remote_io=FAST, **kw):
     kw.setdefault("batch_size", 3)
-    return [TrainLoader([DataSet(path)], ids_collate, rank=r, world_size=world, num_workers=workers, seed=7,
-                        shuffle_shards_per_block=2, remote_io=remote_io, **kw) for r in range(world)]
+    return [
+        TrainLoader(
+            [DataSet(path)],
+            ids_collate,
+            rank=r,
+            world_size=world,
+            num_workers=workers,
+            seed=7,
+            shuffle_shards_per_block=2,
+            remote_io=remote_io,
+            **kw,
+        )
+        for r in range(world)
+    ]
 
 
 def batches(loader) -> list[tuple]:
@@ -165,7 +179,9 @@ def test_url_set_reads_exactly_as_local(kind, tmp_path, http_folder, request):
 
 
 def test_missing_objects_are_named(tmp_path, http_folder, caplog):
-    with pytest.raises(ConfigError, match=r"data.train\[0\].path: no such object: http://127.0.0.1:\d+/nope/manifest.json"):
+    with pytest.raises(
+        ConfigError, match=r"data.train\[0\].path: no such object: http://127.0.0.1:\d+/nope/manifest.json"
+    ):
         loaders(http_folder.url("nope"), world=1)
     local = write_set(tmp_path, "a", [4] * 4)
     gone = sorted(local.glob("*.tar"))[2]
@@ -240,8 +256,11 @@ def test_server_that_never_answers_times_out(tmp_path):
     try:
         t0 = time.monotonic()
         with deadline(30), pytest.raises(StorageError, match="storage unreachable.*after 2 attempts"):
-            loaders(f"http://127.0.0.1:{sock.getsockname()[1]}/a", world=1,
-                    remote_io=RemoteIO(retries=1, timeout_s=1.0, backoff_s=0.1))
+            loaders(
+                f"http://127.0.0.1:{sock.getsockname()[1]}/a",
+                world=1,
+                remote_io=RemoteIO(retries=1, timeout_s=1.0, backoff_s=0.1),
+            )
         assert time.monotonic() - t0 < 10
     finally:
         sock.close()
@@ -346,12 +365,26 @@ def test_trainer_from_s3_matches_trainer_from_disk(s3, synthetic_shards, tmp_pat
     url = s3.upload(Path(synthetic_shards))
 
     def train(name: str, shards: str) -> list[float]:
-        cfg = config_mod.load(Config, "tiny", None, [
-            "training.per_device_train_batch_size=8", "training.max_steps=6", "training.warmup_steps=1",
-            "training.eval_steps=6", "training.save_steps=0", "training.logging_steps=1", "data.num_workers=1",
-            "data.max_eval_samples_per_dataset=8", "data.io_retries=1", f"training.output_dir={tmp_path}",
-            f"training.run_name={name}", f"data.train=[{{path: '{shards}', split: train}}]",
-            f"data.eval=[{{path: '{shards}', split: eval}}]"])
+        cfg = config_mod.load(
+            Config,
+            "tiny",
+            None,
+            [
+                "training.per_device_train_batch_size=8",
+                "training.max_steps=6",
+                "training.warmup_steps=1",
+                "training.eval_steps=6",
+                "training.save_steps=0",
+                "training.logging_steps=1",
+                "data.num_workers=1",
+                "data.max_eval_samples_per_dataset=8",
+                "data.io_retries=1",
+                f"training.output_dir={tmp_path}",
+                f"training.run_name={name}",
+                f"data.train=[{{path: '{shards}', split: train}}]",
+                f"data.eval=[{{path: '{shards}', split: eval}}]",
+            ],
+        )
         assert Trainer(cfg).run() == 0
         rows = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
         return [r["train/loss"] for r in rows if "train/loss" in r] + [r["eval/loss"] for r in rows if "eval/loss" in r]

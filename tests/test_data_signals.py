@@ -1,5 +1,6 @@
 """DataLoader workers survive the stop signals that Slurm and `kill -- -PGID` send to every process
 of a job: the trainer, not a worker, decides when to stop (after its pre-emption checkpoint)."""
+
 from __future__ import annotations
 
 import multiprocessing

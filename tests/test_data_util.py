@@ -1,5 +1,6 @@
 """Shard sets for the reader tests, written directly in the manifest format of docs/design.md
 (independent of speechlm.shard, so the reader is tested against the documented contract)."""
+
 from __future__ import annotations
 
 import io
@@ -18,8 +19,18 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def write_set(root: Path, name: str, sizes: list[int], *, split: str = "train", seed: int = 0,
-              min_s: float = 0.2, max_s: float = 1.2, audio: bool = True, corrupt: tuple = ()) -> Path:
+def write_set(
+    root: Path,
+    name: str,
+    sizes: list[int],
+    *,
+    split: str = "train",
+    seed: int = 0,
+    min_s: float = 0.2,
+    max_s: float = 1.2,
+    audio: bool = True,
+    corrupt: tuple = (),
+) -> Path:
     """A shard set of len(sizes) tars with sizes[i] clips of random duration; returns its dir.
 
     audio=False writes only manifest.json (no tars): a manifest-only set for plan-level tests.
@@ -47,8 +58,10 @@ def write_set(root: Path, name: str, sizes: list[int], *, split: str = "train", 
         if tar is not None:
             tar.close()
         shards.append({"file": file, "clips": size, "seconds": float(sum(durs)), "ids": ids, "durations": durs})
-    manifest = {"splits": {split: {"shards": shards, "clips": n, "hours": sum(x["seconds"] for x in shards) / 3600}},
-                "drops": {}}
+    manifest = {
+        "splits": {split: {"shards": shards, "clips": n, "hours": sum(x["seconds"] for x in shards) / 3600}},
+        "drops": {},
+    }
     (out / "manifest.json").write_text(json.dumps(manifest))
     return out
 
@@ -61,5 +74,9 @@ def all_ids(path: Path, split: str = "train") -> list[str]:
 def ids_collate(samples: list[dict]) -> dict:
     """A light collator for reader tests (module level, so it pickles into workers): the reader,
     not feature extraction, is under test here; tests/test_data_collate.py covers the real one."""
-    return {"ids": [s["id"] for s in samples], "weight": [float(s["weight"]) for s in samples],
-            "num_samples": [len(s["audio"]) for s in samples], "text": [s["text"] for s in samples]}
+    return {
+        "ids": [s["id"] for s in samples],
+        "weight": [float(s["weight"]) for s in samples],
+        "num_samples": [len(s["audio"]) for s in samples],
+        "text": [s["text"] for s in samples],
+    }

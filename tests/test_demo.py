@@ -4,6 +4,7 @@ The default suite runs a shortened demo (a small corpus, a few steps, the tiny W
 twins in place of the real weights) and checks every artefact; the slow test runs the real
 `make demo` path on the real weights and requires it to learn (WER per test half, below).
 """
+
 import json
 import os
 import subprocess
@@ -38,7 +39,7 @@ def _small_recipe(tmp: Path) -> Path:
 
 def _last_json(text: str):
     """The JSON array `--json` printed last (two eval runs print one each)."""
-    return json.loads(text[text.rindex("\n[") + 1:] if "\n[" in text else text)
+    return json.loads(text[text.rindex("\n[") + 1 :] if "\n[" in text else text)
 
 
 def _stereo_44k(wave16k: np.ndarray, path: Path) -> Path:
@@ -52,12 +53,28 @@ def _stereo_44k(wave16k: np.ndarray, path: Path) -> Path:
 @pytest.fixture(scope="module")
 def short_demo(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("demo")
-    out = demo.main(["--shards", str(_small_recipe(tmp)), "--out", str(tmp / "outputs"), "--name", "short",
-                     "model.audio_model_id=tiny/whisper", "model.text_model_id=tiny/llama3",
-                     "model.projector_hidden_dim=64", "model.lora_rank=4", "model.lora_alpha=8",
-                     "training.max_steps=6", "training.eval_steps=3", "training.save_steps=3",
-                     "training.warmup_steps=2", "training.ctc_warmup_steps=2", "training.eval_transcribe_clips=8",
-                     "model.max_new_tokens=8"])
+    out = demo.main(
+        [
+            "--shards",
+            str(_small_recipe(tmp)),
+            "--out",
+            str(tmp / "outputs"),
+            "--name",
+            "short",
+            "model.audio_model_id=tiny/whisper",
+            "model.text_model_id=tiny/llama3",
+            "model.projector_hidden_dim=64",
+            "model.lora_rank=4",
+            "model.lora_alpha=8",
+            "training.max_steps=6",
+            "training.eval_steps=3",
+            "training.save_steps=3",
+            "training.warmup_steps=2",
+            "training.ctc_warmup_steps=2",
+            "training.eval_transcribe_clips=8",
+            "model.max_new_tokens=8",
+        ]
+    )
     return tmp, out
 
 
@@ -108,6 +125,11 @@ def test_transcribe_resamples_44k_stereo(short_demo, tmp_path):
     assert len(texts) == 1 and isinstance(texts[0], str)
 
 
+# The full demo's run is kept here (git-ignored), so the slow long-form test reuses its model instead of
+# training the demo a second time (make test-all runs this test first).
+DEMO_RUN = REPO / "outputs" / "test-demo"
+
+
 @pytest.mark.slow
 def test_full_demo_learns(tmp_path):
     """`make demo` as a user runs it: the listening corpus, real Whisper tiny.en + SmolLM2-135M (LoRA).
@@ -116,19 +138,31 @@ def test_full_demo_learns(tmp_path):
     learns to listen"), not the issue's goals: they catch a broken pipeline, not a weak recipe."""
     # every core, as `make demo` gets them (conftest pins the test process itself to one thread)
     env = {**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
-    r = subprocess.run([sys.executable, "-m", "speechlm.demo", "--out", str(tmp_path), "--name", "demo"],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=5400, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "speechlm.demo", "--out", str(DEMO_RUN.parent), "--name", DEMO_RUN.name],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=5400,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
-    wers = {x.split()[2].rstrip(":"): float(x.split()[3].rstrip("%")) / 100
-            for x in r.stdout.splitlines() if x.startswith("held-out WER ") and x.split()[2].endswith(":")}
-    empty = [float(x.split()[2].rstrip("%")) / 100 for x in r.stdout.splitlines() if x.startswith("held-out nonspeech:")]
+    wers = {
+        x.split()[2].rstrip(":"): float(x.split()[3].rstrip("%")) / 100
+        for x in r.stdout.splitlines()
+        if x.startswith("held-out WER ") and x.split()[2].endswith(":")
+    }
+    empty = [
+        float(x.split()[2].rstrip("%")) / 100 for x in r.stdout.splitlines() if x.startswith("held-out nonspeech:")
+    ]
     assert set(wers) == {"seen", "unseen", "random"} and len(empty) == 1, r.stdout[-3000:]
     for part, bound in MAX_WER.items():
         assert wers[part] <= bound, (part, r.stdout[-3000:])
     assert empty[0] >= MIN_EMPTY_SHARE, r.stdout[-3000:]
     # a trained model: batched decoding equals one clip at a time, and 44.1 kHz stereo input
     # (resampled back to 16 kHz mono) gives the same transcript as the original clip
-    model = ev.load_model(str(tmp_path / "demo"))
+    model = ev.load_model(str(DEMO_RUN))
     _, clips = ev.dataset_clips(str(REPO / "shards" / "demo"), "test", n=6)
     waves = [wave for _, wave, _ in clips]  # decoded by the training reader
     batched = model.transcribe(waves)

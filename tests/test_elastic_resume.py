@@ -13,6 +13,7 @@ session's synthetic shards (64 train clips), the same command every time except 
    the update's norm (reduction order only). Had Adam's moments been lost, the first update would
    be Adam's step 1, lr * g / |g| per weight: a different direction (the test prints its norm).
 """
+
 from __future__ import annotations
 
 import collections
@@ -32,8 +33,8 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from tests.infra.daemons import free_port
 from test_data_util import all_ids
+from tests.infra.daemons import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -43,11 +44,21 @@ UPDATE_TOL = 1e-3
 
 
 def common(shards: Path, out: Path, name: str, stage: int) -> list[str]:
-    return ["--config", "tiny", f"training.output_dir={out}", f"training.run_name={name}",
-            f"data.train=[{{path: {shards}, split: train}}]", f"data.eval=[{{path: {shards}, split: eval}}]",
-            "data.max_eval_samples_per_dataset=8", "training.eval_steps=0", "training.logging_steps=1",
-            "training.warmup_steps=2", "training.per_device_train_batch_size=4", f"deepspeed.zero_stage={stage}",
-            "training.resume_from_checkpoint=auto"]
+    return [
+        "--config",
+        "tiny",
+        f"training.output_dir={out}",
+        f"training.run_name={name}",
+        f"data.train=[{{path: {shards}, split: train}}]",
+        f"data.eval=[{{path: {shards}, split: eval}}]",
+        "data.max_eval_samples_per_dataset=8",
+        "training.eval_steps=0",
+        "training.logging_steps=1",
+        "training.warmup_steps=2",
+        "training.per_device_train_batch_size=4",
+        f"deepspeed.zero_stage={stage}",
+        "training.resume_from_checkpoint=auto",
+    ]
 
 
 class Agent:
@@ -57,11 +68,24 @@ class Agent:
         self.run, self.log = run, log
         metrics = run / "metrics.jsonl"
         self.offset = metrics.stat().st_size if metrics.is_file() else 0
-        env = {**os.environ, "NPROC_PER_NODE": str(nproc), "MASTER_PORT": str(free_port()), "PYTHON": sys.executable,
-               "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        env = {
+            **os.environ,
+            "NPROC_PER_NODE": str(nproc),
+            "MASTER_PORT": str(free_port()),
+            "PYTHON": sys.executable,
+            "OMP_NUM_THREADS": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
         self.out = open(log, "w")
-        self.p = subprocess.Popen(["bash", str(ROOT / "launch" / "torchrun.sh"), *args], cwd=ROOT, env=env,
-                                  stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.p = subprocess.Popen(
+            ["bash", str(ROOT / "launch" / "torchrun.sh"), *args],
+            cwd=ROOT,
+            env=env,
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -130,7 +154,7 @@ def ledger(run: Path, starts: list[dict[str, int]]) -> list[dict]:
         data = f.read_bytes()
         bounds = [s.get(f.name, 0) for s in starts] + [len(data)]
         for seg in range(len(starts)):
-            for raw in data[bounds[seg]:bounds[seg + 1]].decode(errors="replace").splitlines():
+            for raw in data[bounds[seg] : bounds[seg + 1]].decode(errors="replace").splitlines():
                 try:
                     lines.append((seg, json.loads(raw)))
                 except json.JSONDecodeError:  # the line a SIGKILL cut short
@@ -150,9 +174,13 @@ def losses(run: Path) -> dict[int, float]:
 def test_two_one_two_ranks_every_clip_once(tmp_path, synthetic_shards, stage):
     out = tmp_path / "runs"
     run = out / "chain"
-    args = common(synthetic_shards, out, "chain", stage) + ["training.num_train_epochs=2", "training.max_steps=-1",
-                                                           "training.save_steps=2", "training.save_total_limit=3",
-                                                           "data.num_workers=1"]
+    args = common(synthetic_shards, out, "chain", stage) + [
+        "training.num_train_epochs=2",
+        "training.max_steps=-1",
+        "training.save_steps=2",
+        "training.save_total_limit=3",
+        "data.num_workers=1",
+    ]
     starts = []
 
     def segment(name, nproc):
@@ -210,13 +238,20 @@ def test_two_one_two_ranks_every_clip_once(tmp_path, synthetic_shards, stage):
         member = next(m for m in tar.getmembers() if m.name.endswith(".flac"))
         clip = tmp_path / "clip.flac"
         clip.write_bytes(tar.extractfile(member).read())
-    p = subprocess.run([sys.executable, "-m", "speechlm.transcribe", "-m", str(model), str(clip)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+    p = subprocess.run(
+        [sys.executable, "-m", "speechlm.transcribe", "-m", str(model), str(clip)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
+    )
     assert p.returncode == 0 and p.stdout.strip(), p.stderr[-3000:]
-    print(f"\nELASTIC z{stage}: SIGTERM at step {first} (2 ranks), SIGKILL after step-{second} (1 rank), "
-          f"end at step {max(l)} (2 ranks); epoch 0: {sum(by_epoch[0].values())} clips once each; "
-          f"transcript {p.stdout.strip()[:40]!r}")
+    print(
+        f"\nELASTIC z{stage}: SIGTERM at step {first} (2 ranks), SIGKILL after step-{second} (1 rank), "
+        f"end at step {max(l)} (2 ranks); epoch 0: {sum(by_epoch[0].values())} clips once each; "
+        f"transcript {p.stdout.strip()[:40]!r}"
+    )
 
 
 def weights(model: Path) -> dict[str, torch.Tensor]:
@@ -227,17 +262,27 @@ def weights(model: Path) -> dict[str, torch.Tensor]:
 
 
 def step_ids(run: Path, step: int) -> list[str]:
-    return sorted(i for f in run.glob("clips.rank*.jsonl") for x in f.read_text().splitlines()
-                  if (r := json.loads(x))["step"] == step for i in r["ids"])
+    return sorted(
+        i
+        for f in run.glob("clips.rank*.jsonl")
+        for x in f.read_text().splitlines()
+        if (r := json.loads(x))["step"] == step
+        for i in r["ids"]
+    )
 
 
 @pytest.mark.parametrize("stage,before,after", [(2, 2, 1), (3, 1, 2)])
-def test_first_update_after_a_world_change_matches_the_uninterrupted_one(tmp_path, synthetic_shards, stage,
-                                                                         before, after):
+def test_first_update_after_a_world_change_matches_the_uninterrupted_one(
+    tmp_path, synthetic_shards, stage, before, after
+):
     def args(name, nproc, resume):
         return common(synthetic_shards, tmp_path, name, stage)[:-1] + [
-            "training.max_steps=9", "training.save_steps=8", f"data.num_workers={2 // nproc}",
-            f"training.gradient_accumulation_steps={2 // before}", f"training.resume_from_checkpoint={resume}"]
+            "training.max_steps=9",
+            "training.save_steps=8",
+            f"data.num_workers={2 // nproc}",
+            f"training.gradient_accumulation_steps={2 // before}",
+            f"training.resume_from_checkpoint={resume}",
+        ]
 
     ref = Agent(tmp_path / "ref", args("ref", before, "null"), before, tmp_path / "ref.log")
     assert ref.wait() == 0, ref.text()[-3000:]
@@ -249,8 +294,9 @@ def test_first_update_after_a_world_change_matches_the_uninterrupted_one(tmp_pat
     assert "universal checkpoint" in el.text() and "keeps the effective batch at 8" in el.text()
     assert step_ids(tmp_path / "el", 8) == step_ids(tmp_path / "ref", 8) and len(step_ids(tmp_path / "el", 8)) == 8
 
-    w8, ref9, el9 = (weights(p / "model") for p in (ckpt / "step-8", ckpt / "step-9",
-                                                      tmp_path / "el" / "checkpoints" / "step-9"))
+    w8, ref9, el9 = (
+        weights(p / "model") for p in (ckpt / "step-8", ckpt / "step-9", tmp_path / "el" / "checkpoints" / "step-9")
+    )
     d_ref = torch.cat([(ref9[k] - w8[k]).flatten() for k in w8])
     d_el = torch.cat([(el9[k] - w8[k]).flatten() for k in w8])
     rel = float((d_el - d_ref).norm() / d_ref.norm())
@@ -260,6 +306,8 @@ def test_first_update_after_a_world_change_matches_the_uninterrupted_one(tmp_pat
     assert [r["train/learning_rate"] for r in rows if "train/loss" in r] == [lr[9]]  # the schedule went on
     # lr at step 9's update is the one logged at step 8 (logged after the scheduler's step)
     fresh = lr[8] * math.sqrt(d_ref.numel())  # norm of Adam's first update lr * sign(g), moments lost
-    print(f"\nUPDATE z{stage} {before}->{after}: |d_ref| {float(d_ref.norm()):.4g}, relative difference {rel:.2e} "
-          f"(tolerance {UPDATE_TOL}); a fresh optimizer's first update would be ~{fresh:.4g}")
+    print(
+        f"\nUPDATE z{stage} {before}->{after}: |d_ref| {float(d_ref.norm()):.4g}, relative difference {rel:.2e} "
+        f"(tolerance {UPDATE_TOL}); a fresh optimizer's first update would be ~{fresh:.4g}"
+    )
     assert rel < UPDATE_TOL, rel

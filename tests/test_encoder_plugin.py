@@ -1,6 +1,7 @@
 """A new encoder family is one file plus one registration line: this file is that file, for a toy
 encoder (one strided conv and two linear layers), and the test builds, trains, plans and exports a
 SpeechLM with it through the production code, as with the real families."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,8 +51,9 @@ class ToyFeatures(LogMelFeatures):
         return int(num_samples) // self.hop_length + 1
 
     def extract(self, audio, lengths):
-        spec = torch.stft(audio, self.n_fft, self.hop_length, window=torch.hann_window(self.n_fft),
-                          center=True, return_complex=True).abs()
+        spec = torch.stft(
+            audio, self.n_fft, self.hop_length, window=torch.hann_window(self.n_fft), center=True, return_complex=True
+        ).abs()
         return spec.clamp_min(1e-5).log().transpose(1, 2).contiguous()
 
 

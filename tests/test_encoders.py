@@ -1,5 +1,6 @@
 """Encoder families: Whisper's features and variable-length encoder against transformers' stock ones,
 batch independence, loading from both checkpoint classes, token counts per family, clear errors."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -92,8 +93,9 @@ def test_clip_alone_equals_clip_in_a_batch_of_longer_clips(whisper, encoder):
     short, mid, long_ = _speechlike(24_321, 1), _speechlike(100_000, 2), _speechlike(300_160, 3)  # odd mel count first
     feats, mask = whisper.features([long_, short, mid])
     hidden, frames = whisper.encode(encoder, feats, mask)
-    assert frames.tolist() == [whisper.encoder_frames(whisper.features.num_feature_frames(len(w)))
-                               for w in (long_, short, mid)]
+    assert frames.tolist() == [
+        whisper.encoder_frames(whisper.features.num_feature_frames(len(w))) for w in (long_, short, mid)
+    ]
     for i, w in ((1, short), (2, mid)):
         f, m = whisper.features([w])
         alone, n = whisper.encode(encoder, f, m)
@@ -127,7 +129,9 @@ def test_token_counts_per_family(whisper):
     # Granite: 16000 samples -> 100 mel frames -> 50 stacked -> 25 -> 12 (two subsampling blocks)
     assert granite.conv_layers() == [[0, 2, 2], [0, 2, 2]]
     assert [granite.audio_token_count(16000, k) for k in (1, 2, 3)] == [12, 6, 4]
-    assert granite.audio_token_count(16160, 1) == 12 and granite.audio_token_count(16640, 1) == 13  # 104 -> 52 -> 26 -> 13
+    assert (
+        granite.audio_token_count(16160, 1) == 12 and granite.audio_token_count(16640, 1) == 13
+    )  # 104 -> 52 -> 26 -> 13
     # Whisper: ceil(N / 160) mel frames -> conv1 (k3 s1 p1) -> conv2 (k3 s2 p1): ceil(mel / 2)
     assert whisper.conv_layers() == [[1, 3, 1], [1, 3, 2]]
     assert [whisper.audio_token_count(16000, k) for k in (1, 2, 4)] == [50, 25, 12]
@@ -192,10 +196,9 @@ def test_family_pickles_and_survives_saved_settings(whisper):
 
 
 def test_shard_set_longer_than_whisper_limit_stops_at_start(tmp_path, whisper):
-    from test_data_util import write_set
-
     from speechlm import text
     from speechlm.data import Collator, EvalLoader, TrainLoader
+    from test_data_util import write_set
 
     tok = text.load_tokenizer(str(tiny.ensure("qwen3")), "<audio>")
     col = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>", family=whisper, pool_stride=1)
@@ -208,8 +211,13 @@ def test_shard_set_longer_than_whisper_limit_stops_at_start(tmp_path, whisper):
     assert "data.train[1]" in msg and str(long_) in msg and "30 s limit" in msg and "whisper" in msg
     with pytest.raises(ConfigError, match=r"data.eval\[0\].*30 s limit"):
         EvalLoader([DataSet(str(long_))], col, batch_size=2)
-    granite = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>",
-                       family=family_for("tiny/granite_speech5"), pool_stride=1)
+    granite = Collator(
+        tok,
+        prompt="Transcribe the audio.",
+        audio_token="<audio>",
+        family=family_for("tiny/granite_speech5"),
+        pool_stride=1,
+    )
     TrainLoader([DataSet(str(long_))], granite, batch_size=2, num_workers=0)  # Granite has no such limit
 
 
@@ -227,18 +235,27 @@ def test_trainer_stops_at_start_on_a_set_over_the_limit(tmp_path):
     """Before any process group, run dir or model: the manifests alone decide."""
     import time
 
-    from test_data_util import write_set
-
     from speechlm import config as config_mod
     from speechlm.config import Config
     from speechlm.train.loop import Trainer
+    from test_data_util import write_set
 
     long_ = write_set(tmp_path, "long", [1], min_s=30.5, max_s=31.0, audio=False)
     ok = write_set(tmp_path, "ok", [1], split="eval", min_s=1.0, max_s=2.0, audio=False)
-    cfg = config_mod.load(Config, "tiny", None, [
-        "model.audio_model_id=tiny/whisper", f"training.output_dir={tmp_path / 'runs'}",
-        f"data.train=[{{path: {long_}, split: train}}]", f"data.eval=[{{path: {ok}, split: eval}}]"])
+    cfg = config_mod.load(
+        Config,
+        "tiny",
+        None,
+        [
+            "model.audio_model_id=tiny/whisper",
+            f"training.output_dir={tmp_path / 'runs'}",
+            f"data.train=[{{path: {long_}, split: train}}]",
+            f"data.eval=[{{path: {ok}, split: eval}}]",
+        ],
+    )
     t0 = time.perf_counter()
-    with pytest.raises(ConfigError, match=r"data.train\[0\]: shard set .*long .*up to 3\d\.\d\d s.*whisper encoder's 30 s limit"):
+    with pytest.raises(
+        ConfigError, match=r"data.train\[0\]: shard set .*long .*up to 3\d\.\d\d s.*whisper encoder's 30 s limit"
+    ):
         Trainer(cfg).setup()
     assert time.perf_counter() - t0 < 30 and not (tmp_path / "runs").exists()

@@ -1,5 +1,6 @@
 """speechlm.eval reads shard sets through the training reader (speechlm.data), so a set at a URL
 evaluates like a local one, and unreadable shards are counted skips."""
+
 from __future__ import annotations
 
 import json

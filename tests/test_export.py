@@ -1,6 +1,7 @@
 """The transformers-native export (speechlm.export): built from each encoder family's tiny twin, it
 loads with AutoModel and pipeline("automatic-speech-recognition") where speechlm can't be imported,
 and both routes give speechlm.transcribe's transcripts; the merged-LoRA export keeps the logits."""
+
 import copy
 import json
 import sys
@@ -20,7 +21,7 @@ from speechlm.model import from_pretrained, save_pretrained  # noqa: E402
 from speechlm.model.build import build_model  # noqa: E402
 from speechlm.transcribe import transcribe_files  # noqa: E402
 
-LOAD_BOTH_WAYS = '''
+LOAD_BOTH_WAYS = """
 import json, sys
 import soundfile as sf
 from transformers import AutoModel, pipeline
@@ -32,7 +33,7 @@ asr = pipeline("automatic-speech-recognition", model=folder, trust_remote_code=T
 one = [asr(p)["text"] for p in paths]
 many = [r["text"] for r in asr(paths)]
 print(json.dumps({"auto": auto, "pipeline": one, "pipeline_batch": many, "class": type(model).__name__}))
-'''
+"""
 
 
 def _trained_looking(encoder, decoder, bf16=True, lora_std=0.5):
@@ -79,8 +80,9 @@ def test_export_loads_without_speechlm_and_transcribes_like_speechlm(tmp_path, n
     rng = np.random.default_rng(1)
     paths = []
     # a short clip, a longer one, and one past the 20 s window (cut at a pause into two windows)
-    long = np.concatenate([waves((16000 * 12,), seed=3)[0], np.zeros(8000, np.float32),
-                           waves((16000 * 11,), seed=4)[0]])
+    long = np.concatenate(
+        [waves((16000 * 12,), seed=3)[0], np.zeros(8000, np.float32), waves((16000 * 11,), seed=4)[0]]
+    )
     for i, w in enumerate([*waves((16000, 41000)), long]):
         p = tmp_path / f"clip{i}.wav"
         sf.write(p, (w + 0.0 * rng.standard_normal(len(w))).astype(np.float32), 16000)
@@ -88,8 +90,15 @@ def test_export_loads_without_speechlm_and_transcribes_like_speechlm(tmp_path, n
     expected = transcribe_files(model, paths)
     assert all(expected) and len(set(expected)) == 3
     folder = write_export(model, tmp_path / "hf")
-    assert {"config.json", "model.safetensors", "preprocessor_config.json", "README.md", "tokenizer.json",
-            "modeling_speechlm.py", "speechlm_core.py"} <= {p.name for p in folder.iterdir()}
+    assert {
+        "config.json",
+        "model.safetensors",
+        "preprocessor_config.json",
+        "README.md",
+        "tokenizer.json",
+        "modeling_speechlm.py",
+        "speechlm_core.py",
+    } <= {p.name for p in folder.iterdir()}
     got = nospeechlm.run(nospeechlm_python, LOAD_BOTH_WAYS, str(folder), *paths, cwd=tmp_path)
     assert got["class"] == "SpeechLMForASR"
     assert got["auto"] == expected and got["pipeline"] == expected and got["pipeline_batch"] == expected
@@ -133,9 +142,16 @@ def test_merged_lora_export_keeps_the_logits(tmp_path):
 
 def test_model_card_states_recipe_data_wer_and_usage(tmp_path):
     model = _trained_looking("tiny/whisper", "tiny/llama3")
-    folder = write_export(model, tmp_path / "hf", card={
-        "repo": "me/my-asr", "steps": 150, "data": [{"name": "synthetic", "hours": 2.6}],
-        "eval": [{"dataset": "synthetic", "clips": 80, "wer": 0.171, "orthographic_wer": 0.2}]})
+    folder = write_export(
+        model,
+        tmp_path / "hf",
+        card={
+            "repo": "me/my-asr",
+            "steps": 150,
+            "data": [{"name": "synthetic", "hours": 2.6}],
+            "eval": [{"dataset": "synthetic", "clips": 80, "wer": 0.171, "orthographic_wer": 0.2}],
+        },
+    )
     card = (folder / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: transformers\npipeline_tag: automatic-speech-recognition")
     assert "| synthetic | 80 | 17.10 | 20.00 |" in card and "synthetic: hours 2.6" in card

@@ -1,4 +1,5 @@
-"""The Granite features (speechlm.model.encoders.granite) against an independent numpy computation and the real extractor's output."""
+"""The Granite features (speechlm.model.encoders.granite) against an independent numpy computation and the real extractor's output."""  # noqa: E501
+
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +27,16 @@ def _numpy_reference(wave: np.ndarray, fe: FeatureExtractor) -> np.ndarray:
     wave = np.pad(wave.astype(np.float64), (0, max(0, needed - len(wave))))
     window = window_function(fe.win_length, "hann", periodic=True, frame_length=fe.n_fft, center=True)
     fb = mel_filter_bank(fe.n_fft // 2 + 1, fe.num_mel_bins, 0.0, 8000.0, 16000, norm=None, mel_scale="htk")
-    mel = spectrogram(wave, window, frame_length=fe.n_fft, hop_length=fe.hop_length, power=2.0,
-                      center=True, pad_mode="reflect", mel_filters=fb)[:, :num_frames]  # [mels, T]
+    mel = spectrogram(
+        wave,
+        window,
+        frame_length=fe.n_fft,
+        hop_length=fe.hop_length,
+        power=2.0,
+        center=True,
+        pad_mode="reflect",
+        mel_filters=fb,
+    )[:, :num_frames]  # [mels, T]
     logmel = np.log10(np.maximum(mel, 1e-10))
     logmel = np.maximum(logmel, logmel.max() - fe.logmel_floor_db) / 4 + 1
     padded = np.pad(logmel, ((0, 0), (1, 1)), mode="edge")
@@ -53,7 +62,7 @@ def test_batch_padding_and_mask():
     assert feats.shape == (2, num_feature_frames(16000), 320)
     assert mask.dtype == torch.long
     assert mask[0].sum() == num_feature_frames(16000) and mask[1].sum() == num_feature_frames(5000)
-    assert mask[1, : num_feature_frames(5000)].all() and not mask[1, num_feature_frames(5000):].any()
+    assert mask[1, : num_feature_frames(5000)].all() and not mask[1, num_feature_frames(5000) :].any()
     # the real (unpadded) frames of a clip don't depend on what it's batched with, except the last
     # frame pair, whose centered STFT window reaches into the padding (as in the original)
     alone, _ = fe([b])
@@ -65,7 +74,7 @@ def test_compute_deltas_formula():
     x = torch.randn(3, 7, 20)
     n = 2  # win_length 5
     padded = torch.nn.functional.pad(x.reshape(1, -1, 20), (n, n), mode="replicate").reshape(3, 7, -1)
-    ref = sum(i * (padded[..., n + i: n + i + 20] - padded[..., n - i: n - i + 20]) for i in (1, 2)) / 10
+    ref = sum(i * (padded[..., n + i : n + i + 20] - padded[..., n - i : n - i + 20]) for i in (1, 2)) / 10
     torch.testing.assert_close(compute_deltas(x, 5), ref)
 
 
@@ -83,7 +92,7 @@ def test_settings_round_trip_and_errors():
 
 @pytest.mark.skipif(not REF.is_file(), reason="reference fixture not generated")
 def test_matches_real_granite_extractor():
-    """Fixture made by transformers' GraniteSpeech5FeatureExtractor + torchaudio (tests/data/make_granite_features_ref.py)."""
+    """Fixture made by transformers' GraniteSpeech5FeatureExtractor + torchaudio (tests/data/make_granite_features_ref.py)."""  # noqa: E501
     ref = np.load(REF)
     waves = [ref[f"wave{i}"] for i in range(int(ref["n"]))]
     feats, mask = FeatureExtractor()(waves)

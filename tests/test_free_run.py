@@ -1,5 +1,6 @@
 """The course's free run: the `free_run` overlay resolves and plans offline, and the Hub LibriSpeech
 shard recipe builds from a local parquet copy laid out like openslr/librispeech_asr."""
+
 from __future__ import annotations
 
 import io
@@ -35,8 +36,13 @@ def test_free_run_overlay_resolves():
 
 
 def test_free_run_plans_offline_within_a_16gb_card():
-    r = subprocess.run([sys.executable, "-m", "speechlm.plan", "--experiment", "free_run", "--json"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=180)
+    r = subprocess.run(
+        [sys.executable, "-m", "speechlm.plan", "--experiment", "free_run", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
     assert "bundled" in plan["sources"]["decoder"]  # offline: the bundled Qwen3.5-0.8B config
@@ -67,11 +73,16 @@ def librispeech_copy(root: Path) -> dict:
     declared in the README's configs, with its columns (audio as {bytes, path}, an Audio feature)."""
     import datasets
 
-    feats = datasets.Features({
-        "file": datasets.Value("string"),
-        "audio": {"bytes": datasets.Value("binary"), "path": datasets.Value("string")},
-        "text": datasets.Value("string"), "speaker_id": datasets.Value("int64"),
-        "chapter_id": datasets.Value("int64"), "id": datasets.Value("string")})
+    feats = datasets.Features(
+        {
+            "file": datasets.Value("string"),
+            "audio": {"bytes": datasets.Value("binary"), "path": datasets.Value("string")},
+            "text": datasets.Value("string"),
+            "speaker_id": datasets.Value("int64"),
+            "chapter_id": datasets.Value("int64"),
+            "id": datasets.Value("string"),
+        }
+    )
     ids = {}
     for split, (speaker, chapter, n) in {"validation": (1272, 128104, 6), "test": (2094, 142345, 3)}.items():
         rows = {k: [] for k in feats}
@@ -100,7 +111,13 @@ def test_hub_librispeech_recipe_is_the_default_name():
     recipe, path = load_recipe("librispeech")  # what `speechlm.eval -d librispeech` builds
     src = recipe.sources[0]
     assert (src.kind, src.path, src.subset, src.audio_column, src.text_column, src.id_column) == (
-        "hf", "openslr/librispeech_asr", "clean", "audio", "text", "id")
+        "hf",
+        "openslr/librispeech_asr",
+        "clean",
+        "audio",
+        "text",
+        "id",
+    )
     assert src.splits == {"train": ["validation"], "test": ["test"]} and recipe.normalize.truecase
     folders, _ = load_recipe("librispeech_folders")
     assert folders.sources[0].kind == "librispeech" and folders.name != recipe.name
@@ -111,8 +128,12 @@ def test_hub_librispeech_recipe_builds_from_a_local_parquet_copy(tmp_path):
 
     copy = tmp_path / "librispeech_asr"
     ids = librispeech_copy(copy)
-    out = build("librispeech", tmp_path / "shards", workers=1,
-                overrides=[f"sources.0.path={copy}", f"sources.0.cache_dir={tmp_path / 'hf_cache'}"])
+    out = build(
+        "librispeech",
+        tmp_path / "shards",
+        workers=1,
+        overrides=[f"sources.0.path={copy}", f"sources.0.cache_dir={tmp_path / 'hf_cache'}"],
+    )
     man = json.loads((out / "manifest.json").read_text())
     assert {k: v["clips"] for k, v in man["splits"].items()} == {"train": 6, "test": 3}
     assert man["sources"]["librispeech"]["input"] == {"train": 6, "test": 3}
@@ -120,15 +141,23 @@ def test_hub_librispeech_recipe_builds_from_a_local_parquet_copy(tmp_path):
     name, clips = dataset_clips(str(out))  # what eval reads: the test split
     got = {cid: text for cid, _, text in clips}
     assert sorted(got) == sorted(f"librispeech_{i}" for i in ids["test"])
-    assert sorted(got.values()) == ["He said nothing at all", "I saw the FBI in Paris",
-                                    "John met Mary in London on Monday"]
+    assert sorted(got.values()) == [
+        "He said nothing at all",
+        "I saw the FBI in Paris",
+        "John met Mary in London on Monday",
+    ]
 
 
 def test_planner_counts_only_the_recipes_hub_splits():
     from speechlm.plan import hub_files_bytes
 
-    files = [("README.md", 10), ("clean/validation/0000.parquet", 300), ("clean/test/0000.parquet", 320),
-             ("clean/train.100/0000.parquet", 6000), ("other/validation/0000.parquet", 280)]
+    files = [
+        ("README.md", 10),
+        ("clean/validation/0000.parquet", 300),
+        ("clean/test/0000.parquet", 320),
+        ("clean/train.100/0000.parquet", 6000),
+        ("other/validation/0000.parquet", 280),
+    ]
     assert hub_files_bytes(files, "clean", ["validation", "test"]) == 620
     assert hub_files_bytes(files, "clean", ["validation"]) == 300
     # files named by split at the top level, and a layout not named by split (all of the subset)

@@ -2,6 +2,7 @@
 script that installs each kernel on its own. Run with a stand-in `nvidia-smi` on PATH and a
 stand-in python whose pip fails for two kernels the way source builds fail without nvcc, so
 nothing CUDA is installed into this CPU venv."""
+
 from __future__ import annotations
 
 import os
@@ -9,10 +10,10 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "launch" / "install_gpu_kernels.sh"
@@ -24,7 +25,7 @@ def gpu_extra() -> list[str]:
 
 def script_kernels() -> list[str]:
     line = next(x for x in SCRIPT.read_text().splitlines() if x.startswith("KERNELS=("))
-    return shlex.split(line[len("KERNELS=("):-1])
+    return shlex.split(line[len("KERNELS=(") : -1])
 
 
 def stand_in_bin(tmp: Path, nvidia: bool) -> Path:
@@ -43,7 +44,7 @@ case "$*" in
   *flash-attn*) sleep 5; exit 0;;
 esac
 exit 0
-""")
+""")  # noqa: E501
     for f in b.iterdir():
         f.chmod(0o755)
     return b
@@ -51,22 +52,31 @@ exit 0
 
 def run_script(tmp: Path, nvidia: bool, **env) -> subprocess.CompletedProcess:
     b = stand_in_bin(tmp, nvidia)
-    return subprocess.run(["bash", str(SCRIPT), str(b / "python")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PATH": f"{b}:/usr/bin:/bin", "GPU_KERNELS_LOG_DIR": str(tmp / "logs"),
-                                           **env})
+    return subprocess.run(
+        ["bash", str(SCRIPT), str(b / "python")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": f"{b}:/usr/bin:/bin", "GPU_KERNELS_LOG_DIR": str(tmp / "logs"), **env},
+    )
 
 
 def test_script_installs_the_pyproject_gpu_extra():
     assert script_kernels() == gpu_extra()
     assert [re.split("[<>=]", k)[0] for k in gpu_extra()] == [
-        "liger-kernel", "flash-linear-attention", "causal-conv1d", "flash-attn"]
+        "liger-kernel",
+        "flash-linear-attention",
+        "causal-conv1d",
+        "flash-attn",
+    ]
 
 
 def test_each_kernel_separately_failures_reported_and_the_rest_go_on(tmp_path):
     r = run_script(tmp_path, nvidia=True, GPU_KERNELS_TIMEOUT="2")
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert ("causal-conv1d FAILED: error: [Errno 2] No such file or directory: '/usr/local/cuda/bin/nvcc'" in out)
+    assert "causal-conv1d FAILED: error: [Errno 2] No such file or directory: '/usr/local/cuda/bin/nvcc'" in out
     assert "flash-attn FAILED: timed out after 2 s" in out
     assert "installed: liger-kernel flash-linear-attention; failed: causal-conv1d flash-attn" in out
     calls = [c for c in (tmp_path / "pip-calls").read_text().splitlines() if c.endswith(tuple(gpu_extra()))]
@@ -84,11 +94,17 @@ def test_no_nvidia_smi_installs_nothing(tmp_path):
 @pytest.mark.parametrize("nvidia", [True, False])
 def test_make_setup_installs_the_extra_only_with_nvidia_smi(tmp_path, nvidia):
     b = stand_in_bin(tmp_path, nvidia)
-    r = subprocess.run(["make", "-n", "-B", "setup"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PATH": f"{b}:{os.environ['PATH']}"})
+    r = subprocess.run(
+        ["make", "-n", "-B", "setup"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": f"{b}:{os.environ['PATH']}"},
+    )
     assert r.returncode == 0, r.stderr
     assert ("bash launch/install_gpu_kernels.sh .venv/bin/python" in r.stdout) == nvidia
-    assert ("pip install -q torch==2.13.0" in r.stdout)  # the CPU pin stays a run-time check
+    assert "pip install -q torch==2.13.0" in r.stdout  # the CPU pin stays a run-time check
 
 
 def test_runpod_deploy_and_slurm_setup_use_the_script():

@@ -1,5 +1,6 @@
 """The package's import graph (ast, no imports run): no circles between modules, and every import of
 a speechlm module inside a function says why it is there (a heavy optional dependency, say)."""
+
 from __future__ import annotations
 
 import ast
@@ -118,9 +119,15 @@ def test_in_function_imports_say_why():
 # only these packages, the standard library and each other (relative imports); speechlm.text is
 # transformers-only (tokenizer and prompt helpers) and goes along; liger_kernel is the optional fused
 # loss on CUDA (imported only when installed), packaging a dependency of transformers.
-MODELLING_LAYER = ["model/speechlm.py", "model/projector.py", "model/loss.py", "model/generation.py",
-                   "model/encoders/base.py",
-                   "model/encoders/granite.py", "model/encoders/whisper.py"]
+MODELLING_LAYER = [
+    "model/speechlm.py",
+    "model/projector.py",
+    "model/loss.py",
+    "model/generation.py",
+    "model/encoders/base.py",
+    "model/encoders/granite.py",
+    "model/encoders/whisper.py",
+]
 ALLOWED = {"torch", "numpy", "transformers", "peft", "safetensors", "speechlm.text", "liger_kernel", "packaging"}
 
 
@@ -132,8 +139,13 @@ def test_the_modelling_layer_imports_nothing_of_loading_building_or_training():
         for node in ast.walk(ast.parse((PACKAGE / rel).read_text())):
             if isinstance(node, ast.ImportFrom) and node.level:
                 continue
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if node.__class__ is ast.ImportFrom and node.module == "speechlm":
                 names = [f"speechlm.{a.name}" for a in node.names]
             for n in names:

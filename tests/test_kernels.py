@@ -1,4 +1,5 @@
 """The kernel report: what transformers really resolved for Qwen3.5, the fused loss, the start-up log."""
+
 import json
 import logging
 import os
@@ -51,18 +52,24 @@ def test_an_importable_fla_is_what_transformers_resolves(tmp_path):
     ops.mkdir(parents=True)
     (tmp_path / "fla" / "__init__.py").write_text("from . import ops\n")
     (tmp_path / "fla" / "ops" / "__init__.py").write_text("from . import gated_delta_rule\n")
-    (ops / "__init__.py").write_text(textwrap.dedent("""
+    (ops / "__init__.py").write_text(
+        textwrap.dedent("""
         def chunk_gated_delta_rule(q, k, v, g, beta, **kw): raise NotImplementedError
         def fused_recurrent_gated_delta_rule(q, k, v, g, beta, **kw): raise NotImplementedError
-    """))
-    code = ("import json; from speechlm.model.kernels import fallback_kernels; "
-            "print(json.dumps(fallback_kernels('transformers.models.qwen3_5.modeling_qwen3_5')))")
+    """)
+    )
+    code = (
+        "import json; from speechlm.model.kernels import fallback_kernels; "
+        "print(json.dumps(fallback_kernels('transformers.models.qwen3_5.modeling_qwen3_5')))"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
 
     found = json.loads(out.stdout.strip().splitlines()[-1])
-    assert found["fla"] == {"chunk_gated_delta_rule": "fla.ops.gated_delta_rule",
-                            "fused_recurrent_gated_delta_rule": "fla.ops.gated_delta_rule"}
+    assert found["fla"] == {
+        "chunk_gated_delta_rule": "fla.ops.gated_delta_rule",
+        "fused_recurrent_gated_delta_rule": "fla.ops.gated_delta_rule",
+    }
     assert found["causal_conv1d"] == {"causal_conv1d_fn": False, "causal_conv1d_update": False}
     # and this interpreter, without it, resolved the torch path
     assert not any(fallback_kernels("transformers.models.qwen3_5.modeling_qwen3_5")["fla"].values())
@@ -73,9 +80,19 @@ def test_trainer_logs_the_kernels_at_start(tmp_path, synthetic_shards, caplog):
     from speechlm.config import Config
     from speechlm.train.loop import Trainer
 
-    cfg = config_mod.load(Config, "tiny", None, [
-        f"training.output_dir={tmp_path}", "training.run_name=k", "training.max_steps=1", "data.num_workers=0",
-        f"data.train=[{{path: {synthetic_shards}, split: train}}]", f"data.eval=[{{path: {synthetic_shards}, split: eval}}]"])
+    cfg = config_mod.load(
+        Config,
+        "tiny",
+        None,
+        [
+            f"training.output_dir={tmp_path}",
+            "training.run_name=k",
+            "training.max_steps=1",
+            "data.num_workers=0",
+            f"data.train=[{{path: {synthetic_shards}, split: train}}]",
+            f"data.eval=[{{path: {synthetic_shards}, split: eval}}]",
+        ],
+    )
     with caplog.at_level(logging.INFO, logger="speechlm"):
         Trainer(cfg).setup()
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("kernels: ")]

@@ -1,5 +1,6 @@
 """launch/runpod.py: runpodctl commands by dry run; the SSH steps for real against an sshd on
 127.0.0.1 (deploy, train the tiny demo in tmux, read its logs, find its checkpoint)."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,14 @@ RUNPOD = [sys.executable, str(ROOT / "launch" / "runpod.py")]
 
 
 def runpod(*args, env=None, timeout=180) -> subprocess.CompletedProcess:
-    return subprocess.run(RUNPOD + list(args), cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        RUNPOD + list(args),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_up_dry_run_sizes_the_pod_from_the_plan():
@@ -36,8 +43,16 @@ def test_up_dry_run_sizes_the_pod_from_the_plan():
 
 
 def test_up_dry_run_honours_gpu_type_and_smaller_batch():
-    r = runpod("up", "--dry-run", "--gpu-type", "NVIDIA H100 80GB HBM3", "--disk-gb", "150",
-               "training.per_device_train_batch_size=32", "training.gradient_accumulation_steps=8")
+    r = runpod(
+        "up",
+        "--dry-run",
+        "--gpu-type",
+        "NVIDIA H100 80GB HBM3",
+        "--disk-gb",
+        "150",
+        "training.per_device_train_batch_size=32",
+        "training.gradient_accumulation_steps=8",
+    )
     assert r.returncode == 0, r.stderr
     assert "--gpuType 'NVIDIA H100 80GB HBM3'" in r.stdout and "--containerDiskSize 150" in r.stdout
 
@@ -71,9 +86,21 @@ def test_ssh_deploy_train_logs_checkpoint(tmp_path):
 
         secret = "hf_" + uuid.uuid4().hex  # made here: the synced sources can't contain it
         try:
-            r = runpod("train", *conn, "--config", "tiny", "--no-attach", "--gpus", "1",
-                       "training.max_steps=12", "training.save_steps=6", "training.eval_steps=1000",
-                       "training.logging_steps=2", "training.run_name=pod", env={"HF_TOKEN": secret})
+            r = runpod(
+                "train",
+                *conn,
+                "--config",
+                "tiny",
+                "--no-attach",
+                "--gpus",
+                "1",
+                "training.max_steps=12",
+                "training.save_steps=6",
+                "training.eval_steps=1000",
+                "training.logging_steps=2",
+                "training.run_name=pod",
+                env={"HF_TOKEN": secret},
+            )
             assert r.returncode == 0, r.stderr
             assert secret not in r.stdout + r.stderr
             log = remote_dir / "logs" / "t.log"

@@ -1,6 +1,7 @@
 """slurm/train.sh against a real one-machine Slurm (slurm-wlm + munge, started by the test):
 a tiny job runs to completion; a requeued job (scontrol requeue, then the USR1 pre-emption path)
 checkpoints, comes back and resumes where it stopped."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,10 @@ import pytest
 from tests.infra import slurm as slurm_infra
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(slurm_infra.available() is not None, reason=str(slurm_infra.available()))]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(slurm_infra.available() is not None, reason=str(slurm_infra.available())),
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +30,24 @@ def cluster(tmp_path_factory):
 
 
 def sbatch(env, tmp: Path, name: str, shards: Path, *overrides: str) -> str:
-    cmd = ["sbatch", "--parsable", "--job-name", name, "--output", str(tmp / "%x-%j.out"), "slurm/train.sh",
-           "--config", "tiny", f"data.train=[{{path: {shards}, split: train}}]", "data.eval=[]",
-           "data.num_workers=0", f"training.output_dir={tmp / 'runs'}", "training.logging_steps=1",
-           "training.eval_steps=100000", *overrides]
+    cmd = [
+        "sbatch",
+        "--parsable",
+        "--job-name",
+        name,
+        "--output",
+        str(tmp / "%x-%j.out"),
+        "slurm/train.sh",
+        "--config",
+        "tiny",
+        f"data.train=[{{path: {shards}, split: train}}]",
+        "data.eval=[]",
+        "data.num_workers=0",
+        f"training.output_dir={tmp / 'runs'}",
+        "training.logging_steps=1",
+        "training.eval_steps=100000",
+        *overrides,
+    ]
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip().split(";")[0]

@@ -1,5 +1,6 @@
 """launch/torchrun.sh: two torchrun agents (2 nodes x 1 process, c10d rendezvous) train the same
 losses as one agent with 2 processes, for the same global batch."""
+
 from __future__ import annotations
 
 import json
@@ -18,19 +19,38 @@ STEPS = 6
 
 def agents(tmp: Path, name: str, shards: Path, nnodes: int, nproc: int) -> list[float]:
     port = free_port()
-    args = ["bash", str(ROOT / "launch" / "torchrun.sh"), "--config", "tiny",
-            f"data.train=[{{path: {shards}, split: train}}]", "data.eval=[]", "data.num_workers=0",
-            f"training.output_dir={tmp}", f"training.run_name={name}", f"training.max_steps={STEPS}",
-            "training.logging_steps=1", "training.save_steps=1000", "training.eval_steps=1000",
-            "training.per_device_train_batch_size=4"]
+    args = [
+        "bash",
+        str(ROOT / "launch" / "torchrun.sh"),
+        "--config",
+        "tiny",
+        f"data.train=[{{path: {shards}, split: train}}]",
+        "data.eval=[]",
+        "data.num_workers=0",
+        f"training.output_dir={tmp}",
+        f"training.run_name={name}",
+        f"training.max_steps={STEPS}",
+        "training.logging_steps=1",
+        "training.save_steps=1000",
+        "training.eval_steps=1000",
+        "training.per_device_train_batch_size=4",
+    ]
     procs = []
     try:
         for node in range(nnodes):
-            env = dict(os.environ, NNODES=str(nnodes), NODE_RANK=str(node), NPROC_PER_NODE=str(nproc),
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RDZV_ID=f"{name}-{port}")
+            env = dict(
+                os.environ,
+                NNODES=str(nnodes),
+                NODE_RANK=str(node),
+                NPROC_PER_NODE=str(nproc),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                RDZV_ID=f"{name}-{port}",
+            )
             log = open(tmp / f"{name}-node{node}.log", "w")
-            procs.append(subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
+            procs.append(
+                subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            )
         for p in procs:
             assert p.wait(timeout=600) == 0, (tmp / f"{name}-node{procs.index(p)}.log").read_text()[-3000:]
     finally:

@@ -1,6 +1,7 @@
 """The listening corpus, non-speech clips with empty answers, the CTC warm start, and inference
 that stops (issue 20). The trainer tests run the tiny twin with production's precision, freeze
 flags and ZeRO-2 (the `tiny` recipe) on a small build of the demo's own corpus recipe."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,10 @@ from speechlm import listening, text
 from speechlm.config import Config, ConfigError
 from speechlm.shard import corpus, load_recipe, nonspeech, synthetic
 
-SIZES = {"speech": {"train": 40, "eval": 12, "test": 12, "unseen_test": 4, "random_test": 4},
-         "nonspeech": {"train": 12, "eval": 6, "test": 6}}
+SIZES = {
+    "speech": {"train": 40, "eval": 12, "test": 12, "unseen_test": 4, "random_test": 4},
+    "nonspeech": {"train": 12, "eval": 6, "test": 6},
+}
 
 
 def demo_recipe(**speech):
@@ -102,12 +105,27 @@ def warm_run(tmp_path_factory, listen_shards):
     from speechlm.train.loop import Trainer
 
     tmp = tmp_path_factory.mktemp("runs")
-    cfg = config_mod.load(Config, "tiny", None, [
-        f"training.output_dir={tmp}", "training.run_name=warm", f"data.train=[{{path: {listen_shards}, split: train}}]",
-        f"data.eval=[{{path: {listen_shards}, split: eval}}]", "training.max_steps=6", "training.ctc_warmup_steps=3",
-        "training.warmup_steps=1", "training.eval_steps=3", "training.save_steps=3", "training.logging_steps=1",
-        "training.save_total_limit=null", "training.eval_transcribe_clips=18", "model.max_new_tokens=6",
-        "data.num_workers=1"])
+    cfg = config_mod.load(
+        Config,
+        "tiny",
+        None,
+        [
+            f"training.output_dir={tmp}",
+            "training.run_name=warm",
+            f"data.train=[{{path: {listen_shards}, split: train}}]",
+            f"data.eval=[{{path: {listen_shards}, split: eval}}]",
+            "training.max_steps=6",
+            "training.ctc_warmup_steps=3",
+            "training.warmup_steps=1",
+            "training.eval_steps=3",
+            "training.save_steps=3",
+            "training.logging_steps=1",
+            "training.save_total_limit=null",
+            "training.eval_transcribe_clips=18",
+            "model.max_new_tokens=6",
+            "data.num_workers=1",
+        ],
+    )
     trainer = Trainer(cfg)
     assert trainer.run() == 0
     return trainer
@@ -139,8 +157,13 @@ def test_ctc_warm_start_trains_the_projector_alone_then_the_lm_loss_takes_over(w
     evals = [r for r in rows if "eval/wer/random" in r]
     # WER per part at every evaluation after the warm start (at step 3 only the eval loss)
     assert [r["step"] for r in evals] == [6] and [r["step"] for r in rows if "eval/loss" in r] == [3, 6]
-    assert {"eval/wer/seen", "eval/wer/unseen", "eval/empty_share/nonspeech", "eval/capped",
-            "eval/loops_truncated"} <= set(evals[0])
+    assert {
+        "eval/wer/seen",
+        "eval/wer/unseen",
+        "eval/empty_share/nonspeech",
+        "eval/capped",
+        "eval/loops_truncated",
+    } <= set(evals[0])
 
 
 def test_ctc_loss_falls_on_one_batch_and_ignores_the_decoder(warm_run):
@@ -172,8 +195,9 @@ def test_nonspeech_clips_reach_the_trainer_with_empty_answers_and_count_in_the_l
     model = warm_run.model
     eot = text.end_of_turn_id(model.tokenizer)
     train, _ = make_loaders(warm_run.cfg, model, 0, 1)
-    trained = {i for line in (warm_run.run_dir / "clips.rank0.jsonl").read_text().splitlines()
-               for i in json.loads(line)["ids"]}
+    trained = {
+        i for line in (warm_run.run_dir / "clips.rank0.jsonl").read_text().splitlines() for i in json.loads(line)["ids"]
+    }
     assert any(i.startswith("nonspeech_") for i in trained)  # the run trained on them
     for batch in train:
         rows = [k for k, i in enumerate(batch["ids"]) if i.startswith("nonspeech_") and batch["weight"][k] > 0]
@@ -210,13 +234,15 @@ def looping_model():
     is its own token's embedding, so the tied LM head repeats the last token forever."""
     from speechlm.model import build_model
 
-    cfg = config_mod.load(Config, "tiny", None, ["model.text_model_id=tiny/llama3", "model.max_new_tokens=30",
-                                                   "model.loop_max_ngram=0"])
+    cfg = config_mod.load(
+        Config, "tiny", None, ["model.text_model_id=tiny/llama3", "model.max_new_tokens=30", "model.loop_max_ngram=0"]
+    )
     model = build_model(cfg)
     with torch.no_grad():
         for name, p in model.decoder.named_parameters():
-            if name.endswith(("o_proj.base_layer.weight", "down_proj.base_layer.weight", "o_proj.weight",
-                              "down_proj.weight")):
+            if name.endswith(
+                ("o_proj.base_layer.weight", "down_proj.base_layer.weight", "o_proj.weight", "down_proj.weight")
+            ):
                 p.zero_()
     return model
 
@@ -249,10 +275,12 @@ def test_loop_rule_stops_and_keeps_one_copy(looping_model):
 
 
 def test_scores_by_part():
-    rows = [{"id": "speech_test-random-00001", "reference": "fish tree", "hypothesis": "fish three"},
-            {"id": "speech_test-seen-00002", "reference": "Is the dog in Rome?", "hypothesis": "is the dog in rome"},
-            {"id": "nonspeech_test-nonspeech-00003", "reference": "", "hypothesis": "", "loop": True},
-            {"id": "nonspeech_test-nonspeech-00004", "reference": "", "hypothesis": "you"}]
+    rows = [
+        {"id": "speech_test-random-00001", "reference": "fish tree", "hypothesis": "fish three"},
+        {"id": "speech_test-seen-00002", "reference": "Is the dog in Rome?", "hypothesis": "is the dog in rome"},
+        {"id": "nonspeech_test-nonspeech-00003", "reference": "", "hypothesis": "", "loop": True},
+        {"id": "nonspeech_test-nonspeech-00004", "reference": "", "hypothesis": "you"},
+    ]
     parts = listening.score_parts(rows)
     assert parts["random"]["wer"] == 0.5 and parts["seen"]["wer"] == 0.0
     assert parts["nonspeech"]["empty_share"] == 0.5 and parts["nonspeech"]["loops"] == 1

@@ -1,5 +1,6 @@
 """Long-form cutting and joining (speechlm.longform): windows within the limit, cuts in pauses,
 seams merged without dropping or repeating words, every window transcribed once, in order."""
+
 import numpy as np
 import pytest
 
@@ -47,17 +48,23 @@ def test_overlap_windows_cover_with_the_given_overlap():
         longform.overlap_windows(wave, 10.0, 10.0)
 
 
-@pytest.mark.parametrize("left,right,joined", [
-    # the overlap heard twice: joined once
-    ("the dog saw a red car", "a red car in london", "the dog saw a red car in london"),
-    # a word cut at both seam edges (garbled on each side) is dropped with its halves
-    ("john liked the gree", "reen house today", "john liked the gree reen house today"),
-    ("mary found the old book yesterday", "Book, yesterday. Peter sold it",
-     "mary found the old book yesterday. Peter sold it"),
-    ("we met in pa", "in paris today", "we met in paris today"),
-    # a lone common word deeper in the next window is no overlap: nothing is dropped
-    ("anna washed the", "car and then the dog ran", "anna washed the car and then the dog ran"),
-])
+@pytest.mark.parametrize(
+    "left,right,joined",
+    [
+        # the overlap heard twice: joined once
+        ("the dog saw a red car", "a red car in london", "the dog saw a red car in london"),
+        # a word cut at both seam edges (garbled on each side) is dropped with its halves
+        ("john liked the gree", "reen house today", "john liked the gree reen house today"),
+        (
+            "mary found the old book yesterday",
+            "Book, yesterday. Peter sold it",
+            "mary found the old book yesterday. Peter sold it",
+        ),
+        ("we met in pa", "in paris today", "we met in paris today"),
+        # a lone common word deeper in the next window is no overlap: nothing is dropped
+        ("anna washed the", "car and then the dog ran", "anna washed the car and then the dog ran"),
+    ],
+)
 def test_merge_seam(left, right, joined):
     assert " ".join(longform.merge_seam(left.split(), right.split())) == joined
 

@@ -1,4 +1,5 @@
 """SpeechLM on the tiny twin: placeholders, freezing, dtypes, eval-mode encoder, calibration, loss."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -135,7 +136,9 @@ def test_freeze_flag_combinations():
     train_steps(m, cfg.training, batch(m, waves()))
     after = dict(m.named_parameters())
     assert not emb.requires_grad and torch.equal(before["decoder.model.embed_tokens.weight"], emb)
-    assert not torch.equal(before["decoder.model.layers.0.mlp.up_proj.weight"], after["decoder.model.layers.0.mlp.up_proj.weight"])
+    assert not torch.equal(
+        before["decoder.model.layers.0.mlp.up_proj.weight"], after["decoder.model.layers.0.mlp.up_proj.weight"]
+    )
     assert not torch.equal(before["encoder.input_linear.weight"], after["encoder.input_linear.weight"])
     assert torch.equal(before["projector.linear1.weight"], after["projector.linear1.weight"])
     assert {g["name"] for g in m.parameter_groups(cfg.training)} >= {"encoder", "decoder"}

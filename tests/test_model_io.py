@@ -1,4 +1,5 @@
 """Export / reload: identical logits, a standard peft adapter, bundled real configs for --count."""
+
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -11,7 +12,9 @@ from speechlm.model.__main__ import main as count_main
 def _logits(m, b):
     m.eval()
     with torch.no_grad():
-        return m.label_logits(b["input_features"], b["feature_mask"], b["input_ids"], b["attention_mask"], b["labels"])[0]
+        return m.label_logits(b["input_features"], b["feature_mask"], b["input_ids"], b["attention_mask"], b["labels"])[
+            0
+        ]
 
 
 def test_save_load_identical_logits_and_peft_adapter(tmp_path):
@@ -65,7 +68,7 @@ def test_real_default_parameter_table_from_bundled_configs(capsys, monkeypatch):
     count_main(["--count"])
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split()[1:3] for line in out.splitlines()[2:]}
-    n = lambda s: int(s.replace(",", ""))
+    n = lambda s: int(s.replace(",", ""))  # noqa: E731
     # projector: LayerNorm(1024) + Linear(1024, 4096) + Linear(4096, 2048)
     proj = 2 * 1024 + 1024 * 4096 + 4096 + 4096 * 2048 + 2048
     assert n(rows["projector"][0]) == proj == n(rows["projector"][1])
@@ -75,8 +78,11 @@ def test_real_default_parameter_table_from_bundled_configs(capsys, monkeypatch):
     from speechlm.model.parts import meta_decoder
 
     dec = meta_decoder("Qwen/Qwen3.5-2B")
-    lora = sum(64 * (mod.in_features + mod.out_features) for name, mod in dec.named_modules()
-               if isinstance(mod, torch.nn.Linear) and name != "lm_head")
+    lora = sum(
+        64 * (mod.in_features + mod.out_features)
+        for name, mod in dec.named_modules()
+        if isinstance(mod, torch.nn.Linear) and name != "lm_head"
+    )
     assert n(rows["lora"][0]) == lora == n(rows["lora"][1])
 
 

@@ -3,6 +3,7 @@
 The checkpoints here are tiny but shaped as users get them: Qwen3.5 as the multimodal
 Qwen3_5ForConditionalGeneration (vision tower, an MTP head, the tie flag at the top level or in
 the text config), Granite Speech 5 as GraniteSpeech5ForCTC with its own CTC head."""
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,29 @@ from speechlm.config import ConfigError, ModelConfig
 from speechlm.model import loading, parts
 from speechlm.model.encoders import family_for
 
-TEXT = dict(vocab_size=576, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-            head_dim=16, num_hidden_layers=4, linear_num_key_heads=2, linear_key_head_dim=16,
-            linear_num_value_heads=4, linear_value_head_dim=16)
-VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=4,
-              spatial_merge_size=2, temporal_patch_size=2)
+TEXT = dict(
+    vocab_size=576,
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    num_hidden_layers=4,
+    linear_num_key_heads=2,
+    linear_key_head_dim=16,
+    linear_num_value_heads=4,
+    linear_value_head_dim=16,
+)
+VISION = dict(
+    depth=1,
+    hidden_size=32,
+    intermediate_size=64,
+    num_heads=2,
+    out_hidden_size=64,
+    patch_size=4,
+    spatial_merge_size=2,
+    temporal_patch_size=2,
+)
 
 
 def _save_multimodal(path, tie_at: str):
@@ -29,8 +48,9 @@ def _save_multimodal(path, tie_at: str):
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
 
     torch.manual_seed(0)
-    model = Qwen3_5ForConditionalGeneration(Qwen3_5Config(text_config=TEXT, vision_config=VISION,
-                                                          tie_word_embeddings=True)).eval()
+    model = Qwen3_5ForConditionalGeneration(
+        Qwen3_5Config(text_config=TEXT, vision_config=VISION, tie_word_embeddings=True)
+    ).eval()
     model.save_pretrained(path)
     sd = load_file(path / "model.safetensors")
     assert "lm_head.weight" not in sd and any(k.startswith("model.visual.") for k in sd)
@@ -69,19 +89,30 @@ def test_granite_ctc_checkpoint_loads_the_encoder_exactly(tmp_path, caplog):
     from transformers import GraniteSpeech5CTCConfig, GraniteSpeech5EncoderConfig, GraniteSpeech5ForCTC
 
     torch.manual_seed(0)
-    enc = GraniteSpeech5EncoderConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_mel_bins=80, max_position_embeddings=64,
-                                      context_size=32, conv_kernel_size=5, subsample_layers=[0, 1])
+    enc = GraniteSpeech5EncoderConfig(
+        vocab_size=64,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_mel_bins=80,
+        max_position_embeddings=64,
+        context_size=32,
+        conv_kernel_size=5,
+        subsample_layers=[0, 1],
+    )
     # an untied CTC head, as a trained CTC model may have: stored, and unused by speechlm
-    saved = GraniteSpeech5ForCTC(GraniteSpeech5CTCConfig(vocab_size=64, encoder_config=enc,
-                                                         tie_word_embeddings=False)).eval()
+    saved = GraniteSpeech5ForCTC(
+        GraniteSpeech5CTCConfig(vocab_size=64, encoder_config=enc, tie_word_embeddings=False)
+    ).eval()
     saved.save_pretrained(tmp_path)
     with caplog.at_level(logging.INFO, logger="speechlm.model.loading"):
         loaded = parts.load_encoder(family_for(str(tmp_path)), str(tmp_path), torch.float32).eval()
     feats = torch.randn(2, 100, saved.encoder.input_linear.in_features, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        torch.testing.assert_close(loaded(feats).last_hidden_state, saved.encoder(feats).last_hidden_state,
-                                   rtol=0, atol=1e-5)
+        torch.testing.assert_close(
+            loaded(feats).last_hidden_state, saved.encoder(feats).last_hidden_state, rtol=0, atol=1e-5
+        )
     unused = [r.getMessage() for r in caplog.records if "not used" in r.getMessage()]
     assert len(unused) == 1 and "ctc_head.* (2)" in unused[0]
 
@@ -143,8 +174,16 @@ def test_trainer_refuses_a_damaged_checkpoint_before_shards(tmp_path, capsys):
     _delete(enc, "encoder.layers.0.conv.pointwise_lin1.weight")
     missing_shards = tmp_path / "never_built"
     with pytest.raises(SystemExit) as e:
-        loop.main(["--config", "tiny", f"model.audio_model_id={enc}", f"data.train=[{{path: {missing_shards}}}]",
-                   "data.recipe=null", f"training.output_dir={tmp_path / 'out'}"])
+        loop.main(
+            [
+                "--config",
+                "tiny",
+                f"model.audio_model_id={enc}",
+                f"data.train=[{{path: {missing_shards}}}]",
+                "data.recipe=null",
+                f"training.output_dir={tmp_path / 'out'}",
+            ]
+        )
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "encoder" in err and "layers.0.conv.pointwise_lin1.weight" in err
@@ -158,9 +197,17 @@ def test_tokenizer_that_outgrows_the_decoder_is_refused():
     with torch.device("meta"):
         from transformers import AutoModelForCausalLM, Qwen3Config
 
-        small = AutoModelForCausalLM.from_config(Qwen3Config(vocab_size=256, hidden_size=16, intermediate_size=32,
-                                                             num_hidden_layers=1, num_attention_heads=2,
-                                                             num_key_value_heads=1, head_dim=8))
+        small = AutoModelForCausalLM.from_config(
+            Qwen3Config(
+                vocab_size=256,
+                hidden_size=16,
+                intermediate_size=32,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                head_dim=8,
+            )
+        )
     with pytest.raises(ConfigError, match="tokenizer of 'x'.*256 rows"):
         loading.check_tokenizer(tok, small, "x")
     with pytest.raises(ConfigError, match="tokenizer of '/nonexistent'"):

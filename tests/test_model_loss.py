@@ -1,4 +1,5 @@
 """The chunked label-position loss equals the unfused one: loss and projector/LoRA gradients."""
+
 import dataclasses
 
 import pytest
@@ -6,14 +7,16 @@ import torch
 import torch.nn.functional as F
 
 from model_helpers import batch, tiny_config, waves
-from speechlm.model import build_model, loss as loss_mod
+from speechlm.model import build_model
+from speechlm.model import loss as loss_mod
 from speechlm.model.loss import chunked_token_ce, fused_loss_kind, token_cross_entropy
 
 
 def unfused(model, b):
     """The computation before the chunked loss: all label logits at once, then weighted CE."""
-    logits, targets, rows = model.label_logits(b["input_features"], b["feature_mask"], b["input_ids"],
-                                               b["attention_mask"], b["labels"])
+    logits, targets, rows = model.label_logits(
+        b["input_features"], b["feature_mask"], b["input_ids"], b["attention_mask"], b["labels"]
+    )
     ce = F.cross_entropy(logits.float(), targets, reduction="none")
     w = b["weight"][rows]
     return (ce * w).sum() / w.sum() if w.sum() > 0 else (ce * w).sum()
@@ -23,8 +26,11 @@ def loss_and_grads(model, fn, b):
     model.zero_grad(set_to_none=True)
     loss = fn(model, b)
     loss.backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters()
-             if p.requires_grad and ("lora_" in n or n.startswith("projector"))}
+    grads = {
+        n: p.grad.clone()
+        for n, p in model.named_parameters()
+        if p.requires_grad and ("lora_" in n or n.startswith("projector"))
+    }
     return loss.detach(), grads
 
 
@@ -45,8 +51,12 @@ def test_chunked_loss_and_gradients_equal_unfused(small_chunks, bf16, loss_tol, 
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, model_dtype="bfloat16" if bf16 else "float32"))
     m = build_model(cfg)
     m.train(False)  # no dropout: both passes see the same function
-    b = batch(m, waves([16000, 9000, 12000]), transcripts=("hello world", "the cat sat on the mat", "a b c"),
-              weight=[1.0, 0.5, 2.0])
+    b = batch(
+        m,
+        waves([16000, 9000, 12000]),
+        transcripts=("hello world", "the cat sat on the mat", "a b c"),
+        weight=[1.0, 0.5, 2.0],
+    )
     assert loss_mod.chunk_tokens(576) == 3 and int((b["labels"] != -100).sum()) > 6
     ours, g_ours = loss_and_grads(m, lambda mm, bb: mm(**bb).loss, b)
     ref, g_ref = loss_and_grads(m, unfused, b)

@@ -1,4 +1,5 @@
 """SpeechLM with the Whisper family (tiny twin): placeholders, frozen encoder, export/reload, planner."""
+
 import json
 
 import pytest
@@ -11,7 +12,9 @@ from speechlm.model import build_model, from_pretrained, save_pretrained
 def _logits(m, b):
     m.eval()
     with torch.no_grad():
-        return m.label_logits(b["input_features"], b["feature_mask"], b["input_ids"], b["attention_mask"], b["labels"])[0]
+        return m.label_logits(b["input_features"], b["feature_mask"], b["input_ids"], b["attention_mask"], b["labels"])[
+            0
+        ]
 
 
 def whisper_config(**kw):
@@ -30,7 +33,9 @@ def test_placeholder_count_equals_projector_output(model):
     feats, mask = m.features(waves(lengths))
     assert feats.shape[-1] == 80
     _, emitted = m.encode_audio(feats, mask)
-    assert emitted.tolist() == [m.family.audio_token_count(n, stride) for n in lengths] == m.audio_lengths(mask).tolist()
+    assert (
+        emitted.tolist() == [m.family.audio_token_count(n, stride) for n in lengths] == m.audio_lengths(mask).tolist()
+    )
 
 
 def test_frozen_encoder_stays_put_and_export_reloads(tmp_path):

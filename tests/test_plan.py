@@ -1,5 +1,6 @@
 """The planner: ZeRO arithmetic by hand, the production default offline, and the tiny twin's
 estimate against memory measured on CPU (torch profiler, autograd saved tensors)."""
+
 from __future__ import annotations
 
 import json
@@ -21,13 +22,17 @@ ACTIVATION_TOLERANCE = 0.20
 
 # --------------------------------------------------------------------------- ZeRO arithmetic
 
+
 # frozen F=1000, trainable T=100, world 4; bf16: 2 B weights/grads, 4 B master + 8 B AdamW
-@pytest.mark.parametrize("stage,expected", [
-    (0, {"frozen_weights": 2000, "trainable_weights": 200, "gradients": 200, "optimizer_states": 1200}),
-    (1, {"frozen_weights": 2000, "trainable_weights": 200, "gradients": 200, "optimizer_states": 300}),
-    (2, {"frozen_weights": 2000, "trainable_weights": 200, "gradients": 50, "optimizer_states": 300}),
-    (3, {"frozen_weights": 500, "trainable_weights": 50, "gradients": 50, "optimizer_states": 300}),
-])
+@pytest.mark.parametrize(
+    "stage,expected",
+    [
+        (0, {"frozen_weights": 2000, "trainable_weights": 200, "gradients": 200, "optimizer_states": 1200}),
+        (1, {"frozen_weights": 2000, "trainable_weights": 200, "gradients": 200, "optimizer_states": 300}),
+        (2, {"frozen_weights": 2000, "trainable_weights": 200, "gradients": 50, "optimizer_states": 300}),
+        (3, {"frozen_weights": 500, "trainable_weights": 50, "gradients": 50, "optimizer_states": 300}),
+    ],
+)
 def test_zero_partitioning_bf16_by_hand(stage, expected):
     assert zero_memory(1000, 100, stage=stage, world=4) == expected
 
@@ -35,7 +40,11 @@ def test_zero_partitioning_bf16_by_hand(stage, expected):
 def test_zero_partitioning_fp32_offload_and_bad_stage():
     # fp32 compute: no separate master copy, AdamW 8 B; world 2 at ZeRO-2
     assert zero_memory(1000, 100, stage=2, world=2, model_bytes=4, compute_bytes=4) == {
-        "frozen_weights": 4000, "trainable_weights": 400, "gradients": 200, "optimizer_states": 400}
+        "frozen_weights": 4000,
+        "trainable_weights": 400,
+        "gradients": 200,
+        "optimizer_states": 400,
+    }
     assert zero_memory(1000, 100, stage=3, world=2, offload=True)["optimizer_states"] == 0
     with pytest.raises(ConfigError, match="zero_stage"):
         zero_memory(1, 1, stage=4, world=1)
@@ -46,7 +55,9 @@ def test_zero_partitioning_fp32_offload_and_bad_stage():
 
 @pytest.fixture(scope="module")
 def production_plan():
-    r = subprocess.run([sys.executable, "-m", "speechlm.plan", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "speechlm.plan", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -72,21 +83,46 @@ def test_production_default_fits_keep_the_effective_batch(production_plan):
     assert fits["H200 141GB"]["per_device_train_batch_size"] > fits["H100 SXM 80GB"]["per_device_train_batch_size"]
     assert fits["RTX 4090 24GB"]["gradient_checkpointing"] and not fits["H200 141GB"]["gradient_checkpointing"]
     mem = production_plan["memory_bytes"]
-    assert mem["total"] == pytest.approx(sum(v for k, v in mem.items() if k not in ("total", "tokens_per_device_batch")))
+    assert mem["total"] == pytest.approx(
+        sum(v for k, v in mem.items() if k not in ("total", "tokens_per_device_batch"))
+    )
 
 
 def test_production_default_prints_a_report():
-    r = subprocess.run([sys.executable, "-m", "speechlm.plan", "training.per_device_train_batch_size=32",
-                        "training.gradient_accumulation_steps=8"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "speechlm.plan",
+            "training.per_device_train_batch_size=32",
+            "training.gradient_accumulation_steps=8",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
-    for text in ("parameters:", "GPU memory per device at batch 32", "disk:", "hub_cache", "checkpoints",
-                 "NVIDIA H100 80GB HBM3", "per_device_train_batch_size=32 gradient_accumulation_steps=8  (as configured)"):
+    for text in (
+        "parameters:",
+        "GPU memory per device at batch 32",
+        "disk:",
+        "hub_cache",
+        "checkpoints",
+        "NVIDIA H100 80GB HBM3",
+        "per_device_train_batch_size=32 gradient_accumulation_steps=8  (as configured)",
+    ):
         assert text in r.stdout
 
 
 def test_cli_user_mistake_is_one_line_exit_2():
-    r = subprocess.run([sys.executable, "-m", "speechlm.plan", "training.per_device_batch=3"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "speechlm.plan", "training.per_device_batch=3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "per_device_batch" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
@@ -154,10 +190,19 @@ def _measure_step(model, batch) -> dict:
 
 
 # the production structure (frozen encoder and decoder, LoRA all-linear) and everything trained
-FROZEN_LORA = ["model.use_lora=true", "model.lora_rank=8", "training.freeze_audio_encoder=true",
-               "training.freeze_language_model=true", "training.freeze_text_embed_tokens=true"]
-ALL_TRAINED = ["model.use_lora=false", "training.freeze_audio_encoder=false", "training.freeze_language_model=false",
-               "training.freeze_text_embed_tokens=false"]
+FROZEN_LORA = [
+    "model.use_lora=true",
+    "model.lora_rank=8",
+    "training.freeze_audio_encoder=true",
+    "training.freeze_language_model=true",
+    "training.freeze_text_embed_tokens=true",
+]
+ALL_TRAINED = [
+    "model.use_lora=false",
+    "training.freeze_audio_encoder=false",
+    "training.freeze_language_model=false",
+    "training.freeze_text_embed_tokens=false",
+]
 
 
 @pytest.mark.parametrize("checkpointing", [False, True], ids=["no-checkpointing", "checkpointing"])
@@ -166,13 +211,24 @@ def test_tiny_plan_matches_measured_cpu_step(synthetic_shards, structure, checkp
     from speechlm.model import build_model
     from speechlm.train.data import make_loaders
 
-    cfg = load(Config, "tiny", None, [f"data.train=[{{path: {synthetic_shards}, split: train}}]", "data.eval=[]",
-                                      "training.per_device_train_batch_size=16", "data.num_workers=0", *structure,
-                                      f"training.gradient_checkpointing={str(checkpointing).lower()}",
-                                      # fp32 on purpose: on CPU, bf16 autocast caches bf16 copies of the fp32
-                                      # trainables and transformers' reference linear-attention kernels compute in
-                                      # fp32 whatever the input, so CPU bytes say little about a bf16 GPU step
-                                      "training.bf16=false", "model.model_dtype=float32"])
+    cfg = load(
+        Config,
+        "tiny",
+        None,
+        [
+            f"data.train=[{{path: {synthetic_shards}, split: train}}]",
+            "data.eval=[]",
+            "training.per_device_train_batch_size=16",
+            "data.num_workers=0",
+            *structure,
+            f"training.gradient_checkpointing={str(checkpointing).lower()}",
+            # fp32 on purpose: on CPU, bf16 autocast caches bf16 copies of the fp32
+            # trainables and transformers' reference linear-attention kernels compute in
+            # fp32 whatever the input, so CPU bytes say little about a bf16 GPU step
+            "training.bf16=false",
+            "model.model_dtype=float32",
+        ],
+    )
     torch.manual_seed(0)
     model = build_model(cfg)
     model.train()
@@ -186,15 +242,23 @@ def test_tiny_plan_matches_measured_cpu_step(synthetic_shards, structure, checkp
     assert shapes.frozen_params == sum(p.numel() for p in model.parameters() if not p.requires_grad)
     # the measured step is a plain torch step on one process: ZeRO-0 accounting, no CUDA runtime
     cfg.deepspeed.zero_stage = 0
-    plan = batch_memory(cfg, shapes, world=1, batch=batch["input_ids"].shape[0], seq_len=batch["input_ids"].shape[1],
-                        label_tokens=int((batch["labels"] != -100).sum()),
-                        audio_seconds=batch["input_features"].shape[0] * batch["input_features"].shape[1] / 50,
-                        device="cpu")
+    plan = batch_memory(
+        cfg,
+        shapes,
+        world=1,
+        batch=batch["input_ids"].shape[0],
+        seq_len=batch["input_ids"].shape[1],
+        label_tokens=int((batch["labels"] != -100).sum()),
+        audio_seconds=batch["input_features"].shape[0] * batch["input_features"].shape[1] / 50,
+        device="cpu",
+    )
     assert plan["runtime_overhead"] == 0
     dynamic = plan["activations"] + plan["logits"] + plan["gradients"]
-    print(f"plan vs measured ({'with' if checkpointing else 'without'} checkpointing): step peak "
-          f"{plan['total'] / measured['peak'] - 1:+.1%}, forward+backward {dynamic / measured['dynamic'] - 1:+.1%}"
-          + ("" if checkpointing else f", saved activations {plan['activations'] / measured['saved'] - 1:+.1%}"))
+    print(
+        f"plan vs measured ({'with' if checkpointing else 'without'} checkpointing): step peak "
+        f"{plan['total'] / measured['peak'] - 1:+.1%}, forward+backward {dynamic / measured['dynamic'] - 1:+.1%}"
+        + ("" if checkpointing else f", saved activations {plan['activations'] / measured['saved'] - 1:+.1%}")
+    )
     assert abs(plan["total"] / measured["peak"] - 1) < STEP_TOLERANCE, (plan, measured)
     assert abs(dynamic / measured["dynamic"] - 1) < STEP_TOLERANCE, (plan, measured)
     if not checkpointing:

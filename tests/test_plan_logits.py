@@ -1,4 +1,5 @@
 """The planner's logits term follows the chunked loss: one chunk of label logits, not all of them."""
+
 from speechlm.config import Config, load
 from speechlm.model.loss import chunk_tokens
 from speechlm.plan import LOGIT_BYTES, assumed_kernels, clip_tokens, model_shapes, step_memory

@@ -5,6 +5,7 @@ the encoder, its BatchNorm statistics included, in one dtype); DeepSpeed's bf16 
 bf16 and keeps the trainables' (projector, LoRA) fp32 masters in the optimizer, so an update too
 small for bf16 is not rounded away; the export writes those fp32 masters.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -19,11 +20,23 @@ from speechlm.train import optim
 # every key that sets precision, what trains, how ZeRO partitions, or how clips are augmented: a twin
 # may change sizes, data, steps and learning rates, never these
 PRODUCTION_KEYS = [
-    "training.bf16", "model.model_dtype", "model.projector_dtype", "model.use_lora", "training.use_lora",
-    "model.lora_target_modules", "model.lora_dropout", "model.calibrate_projector",
-    "training.freeze_audio_encoder", "training.freeze_language_model", "training.freeze_text_embed_tokens",
-    "training.freeze_projector", "training.gradient_checkpointing", "training.attn_implementation",
-    "deepspeed.zero_stage", "deepspeed.offload", "deepspeed.config",
+    "training.bf16",
+    "model.model_dtype",
+    "model.projector_dtype",
+    "model.use_lora",
+    "training.use_lora",
+    "model.lora_target_modules",
+    "model.lora_dropout",
+    "model.calibrate_projector",
+    "training.freeze_audio_encoder",
+    "training.freeze_language_model",
+    "training.freeze_text_embed_tokens",
+    "training.freeze_projector",
+    "training.gradient_checkpointing",
+    "training.attn_implementation",
+    "deepspeed.zero_stage",
+    "deepspeed.offload",
+    "deepspeed.config",
     # the twin augments exactly as production does (issue #21): the resume tests run it
     "data.augment",
 ]
@@ -64,11 +77,21 @@ def _engine(stage: int, lr: float):
 
     from speechlm.model import build_model
 
-    cfg = config_mod.load(Config, "tiny", None, [
-        f"deepspeed.zero_stage={stage}", "training.per_device_train_batch_size=2", "training.warmup_steps=0",
-        f"training.learning_rate={lr}", f"training.decoder_learning_rate={lr}", "training.weight_decay=0",
-        "training.projector_weight_decay=0", "model.calibrate_projector=false",
-    ])
+    cfg = config_mod.load(
+        Config,
+        "tiny",
+        None,
+        [
+            f"deepspeed.zero_stage={stage}",
+            "training.per_device_train_batch_size=2",
+            "training.warmup_steps=0",
+            f"training.learning_rate={lr}",
+            f"training.decoder_learning_rate={lr}",
+            "training.weight_decay=0",
+            "training.projector_weight_decay=0",
+            "model.calibrate_projector=false",
+        ],
+    )
     set_seed(0)
     model = build_model(cfg)
     opt = optim.build_optimizer(model, cfg.training)
@@ -93,7 +116,11 @@ def test_bf16_engine_frozen_encoder_one_dtype_and_fp32_masters(dist_world, stage
 
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     assert trainable and all(n.startswith("projector.") or "lora_" in n for n, _ in trainable)
-    assert all(not p.requires_grad for n, p in model.named_parameters() if n.startswith(("encoder.", "decoder.")) and "lora_" not in n)
+    assert all(
+        not p.requires_grad
+        for n, p in model.named_parameters()
+        if n.startswith(("encoder.", "decoder.")) and "lora_" not in n
+    )
     before = {n: safe_get_full_fp32_param(p).clone() for n, p in trainable}
     assert all(v.dtype == torch.float32 for v in before.values())  # fp32 masters in the optimizer
 

@@ -3,6 +3,7 @@
 The conversions need the registry wheels (cached in $SPEECHLM_CACHE/wheels) and take ~1 min cold,
 so the model tests are slow-marked; the id handling is fast.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -46,7 +47,7 @@ def test_whisper_tiny_en_transcribes_espeak_speech():
         out = model.generate(feats.input_features, max_new_tokens=40)
     hyps = proc.batch_decode(out, skip_special_tokens=True)
     wer = score(SENTENCES, hyps)["wer"]
-    # measured 0.279 (2 of 6 sentences garbled): tiny.en on robotic espeak-ng speech is recognizable, not perfect; a wrong
+    # measured 0.279 (2 of 6 sentences garbled): tiny.en on robotic espeak-ng speech is recognizable, not perfect; a wrong  # noqa: E501
     # mapping (a swapped q/k, a missing bias) gives gibberish near 100%
     assert wer < 0.45, (wer, hyps)
 
@@ -61,10 +62,14 @@ def test_smollm2_answers_a_chat_prompt():
     tok = AutoTokenizer.from_pretrained(path)
     assert type(model).__name__ == "LlamaForCausalLM"
     assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
-    enc = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
-                                  add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    enc = tok.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=20, do_sample=False)
-    answer = tok.decode(out[0, enc["input_ids"].shape[1]:])
+    answer = tok.decode(out[0, enc["input_ids"].shape[1] :])
     assert "Paris" in answer, answer
     assert answer.rstrip().endswith("<|im_end|>"), answer  # stops at the end of its turn

@@ -5,6 +5,7 @@ as typed, with the nearest valid key), no traceback, and quickly: validation hap
 shard build, process group or model, so each in-process case takes well under a few seconds.
 Most cases run through the CLIs' in-process `main(argv)`; a handful run as real subprocesses.
 """
+
 from __future__ import annotations
 
 import json
@@ -77,17 +78,23 @@ for bad, must in [
     (["training.per_device_eval_batch_size=0"], "per_device_eval_batch_size"),
     (["data.batching=seconds"], "data.batch_seconds"),
     (["training.max_steps=-1", "training.num_train_epochs=0"], "num_train_epochs"),
-    (["training.learning_rate=-1"], "training.learning_rate"), (["training.warmup_steps=-5"], "warmup_steps"),
-    (["data.num_workers=-1"], "data.num_workers"), (["data.prefetch_factor=0"], "data.prefetch_factor"),
-    (["training.adam_beta2=1.5"], "adam_beta"), (["model.use_lora=true", "model.lora_rank=0"], "model.lora_rank"),
+    (["training.learning_rate=-1"], "training.learning_rate"),
+    (["training.warmup_steps=-5"], "warmup_steps"),
+    (["data.num_workers=-1"], "data.num_workers"),
+    (["data.prefetch_factor=0"], "data.prefetch_factor"),
+    (["training.adam_beta2=1.5"], "adam_beta"),
+    (["model.use_lora=true", "model.lora_rank=0"], "model.lora_rank"),
 ]:
     case(TRAIN, ["--config", "tiny", *bad], must)
 
 # ---- per_device_train_batch_size=auto without a device to size for (no CUDA here), or with a fixed accumulation
 if not torch.cuda.is_available():
     case(TRAIN, ["--config", "tiny", "training.per_device_train_batch_size=auto"], "SPEECHLM_DEVICE_MEMORY_GIB")
-case(TRAIN, ["--config", "tiny", "training.per_device_train_batch_size=auto", "training.gradient_accumulation_steps=2"],
-     "gradient_accumulation_steps")
+case(
+    TRAIN,
+    ["--config", "tiny", "training.per_device_train_batch_size=auto", "training.gradient_accumulation_steps=2"],
+    "gradient_accumulation_steps",
+)
 
 # ---- data that is not there
 case(TRAIN, ["--config", "tiny", "data.recipe=null", "data.train=[{path: /nonexistent/shards}]"], "/nonexistent/shards")
@@ -113,15 +120,22 @@ case(TRAIN, ["--config", "tiny", "deepspeed.config=/nonexistent/ds.json"], "deep
 for ds, must in [
     ({"train_micro_batch_size_per_gpu": 4}, "train_micro_batch_size_per_gpu"),
     ({"zero_optimization": {"stage": 3}}, "zero_optimization.stage"),
-    ({"fp16": {"enabled": True}}, "fp16"), ({"optimizer": {"type": "Adam"}}, "optimizer"),
-    ({"gradient_accumulation_steps": 4}, "gradient_accumulation_steps"), ({"bf16": {"enabled": False}}, "bf16.enabled"),
-    ({"gradient_clipping": 5.0}, "gradient_clipping"), ("{not json", "not valid JSON"),
+    ({"fp16": {"enabled": True}}, "fp16"),
+    ({"optimizer": {"type": "Adam"}}, "optimizer"),
+    ({"gradient_accumulation_steps": 4}, "gradient_accumulation_steps"),
+    ({"bf16": {"enabled": False}}, "bf16.enabled"),
+    ({"gradient_clipping": 5.0}, "gradient_clipping"),
+    ("{not json", "not valid JSON"),
 ]:
     case(TRAIN, ["--config", "tiny", "deepspeed.config={ds:" + json.dumps(ds) + "}"], must)
 
 # ---- freeze combinations with nothing (or something impossible) to train
-ALL_FROZEN = ["training.freeze_projector=true", "training.freeze_audio_encoder=true",
-              "training.freeze_language_model=true", "training.freeze_text_embed_tokens=true"]
+ALL_FROZEN = [
+    "training.freeze_projector=true",
+    "training.freeze_audio_encoder=true",
+    "training.freeze_language_model=true",
+    "training.freeze_text_embed_tokens=true",
+]
 case(TRAIN, ["--config", "tiny", *ALL_FROZEN, "model.use_lora=false"], "nothing left to train")
 case(
     TRAIN, ["--config", "tiny", *ALL_FROZEN, "model.use_lora=true", "training.use_lora=false"], "nothing left to train"
@@ -137,8 +151,12 @@ case(TRAIN, ["--config", "tiny", "data.augment.speed.factors=[0.9, 0]"], "data.a
 case(TRAIN, ["--config", "tiny", "data.augment.speed.factors=[-1.1]"], "data.augment.speed.factors[0]")
 case(TRAIN, ["--config", "tiny", "data.augment.reverb.prob=2"], "data.augment.reverb.prob")
 case(TRAIN, ["--config", "tiny", "data.augment.nosie.prob=0.5"], "'data.augment.nosie'", "'noise'")
-case(TRAIN, ["--config", "tiny", "data.augment.noise.dir=/nonexistent/musan"], "data.augment.noise.dir",
-     "/nonexistent/musan")
+case(
+    TRAIN,
+    ["--config", "tiny", "data.augment.noise.dir=/nonexistent/musan"],
+    "data.augment.noise.dir",
+    "/nonexistent/musan",
+)
 case(TRAIN, ["--config", "tiny", "data.augment.reverb.dir={empty_dir}"], "data.augment.reverb.dir", "no audio files")
 
 # ---- the other commands
@@ -163,8 +181,12 @@ case(MODEL, ["--count", "--config", "tiny", "model.audio_model_id={wav2vec2_dir}
 case(EVAL, ["-m", "/nonexistent/model", "-d", "shards/synthetic"], "/nonexistent/model")
 case(EVAL, ["-m", "{model_dir}", "-d", "/nonexistent/set"], "/nonexistent/set")
 case(EVAL, ["-m", "{model_dir}", "-d", "shards/synthetic", "-n", "0"], "-n")
-case(EVAL, ["-m", "{model_dir}", "-d", "shards/synthetic", "--noise-snr-db", "5", "--noise-dir", "/nonexistent/musan"],
-     "--noise-dir", "/nonexistent/musan")
+case(
+    EVAL,
+    ["-m", "{model_dir}", "-d", "shards/synthetic", "--noise-snr-db", "5", "--noise-dir", "/nonexistent/musan"],
+    "--noise-dir",
+    "/nonexistent/musan",
+)
 case(TRANSCRIBE, ["-m", "/nonexistent/model", "{bad_yaml}"], "/nonexistent/model")
 case(TRANSCRIBE, ["-m", "{model_dir}", "/nonexistent/a.wav"], "/nonexistent/a.wav")
 case(TRANSCRIBE, ["-m", "{model_dir}", "{bad_yaml}", "--window-seconds", "0"], "--window-seconds")
@@ -201,9 +223,14 @@ def places(tmp_path_factory):
     from transformers import Wav2Vec2Config
 
     Wav2Vec2Config().save_pretrained(tmp / "wav2vec2")  # an audio model of no supported encoder family
-    return {"bad_yaml": str(tmp / "bad.yaml"), "list_yaml": str(tmp / "list.yaml"),
-            "model_dir": str(tmp / "model"), "empty_dir": str(tmp / "empty"), "wav2vec2_dir": str(tmp / "wav2vec2"),
-            "tmp": tmp}
+    return {
+        "bad_yaml": str(tmp / "bad.yaml"),
+        "list_yaml": str(tmp / "list.yaml"),
+        "model_dir": str(tmp / "model"),
+        "empty_dir": str(tmp / "empty"),
+        "wav2vec2_dir": str(tmp / "wav2vec2"),
+        "tmp": tmp,
+    }
 
 
 def _fill(argv, places):
@@ -267,8 +294,12 @@ SUBPROCESS = [
 @pytest.mark.slow  # six interpreters importing torch + deepspeed: ~1 min on 2 cores
 def test_real_commands_exit_2_with_one_line():
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, *argv], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for argv, _ in SUBPROCESS]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, *argv], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for argv, _ in SUBPROCESS
+    ]
     for p, (argv, must) in zip(procs, SUBPROCESS):
         out, err = p.communicate(timeout=300)
         assert p.returncode == 2, (argv, err[-2000:])
@@ -294,14 +325,17 @@ def test_override_index_changes_exactly_that_element():
     assert load(Config, "tiny", None, ["data.train.0.weight=2"]).data.train[0].weight == 2.0  # a recipe's list
 
 
-@pytest.mark.parametrize("override,must", [
-    ("data.train.2.weight=1", ["'data.train.2.weight'", "index 2 out of range", "list of 2 elements"]),
-    ("data.train.-1.weight=1", ["'data.train.-1.weight'", "out of range"]),
-    ("data.train.weight=1", ["'data.train.weight'", "'weight' is not an index"]),
-    ("data.train.1.wieght=1", ["'data.train[1].wieght'", "'weight'", "command line"]),
-    ("data.train.1.weight=heavy", ["data.train[1].weight", "expected float", "'heavy'"]),
-    ("data.train.0.path=[a]", ["data.train[0].path", "expected str"]),
-])
+@pytest.mark.parametrize(
+    "override,must",
+    [
+        ("data.train.2.weight=1", ["'data.train.2.weight'", "index 2 out of range", "list of 2 elements"]),
+        ("data.train.-1.weight=1", ["'data.train.-1.weight'", "out of range"]),
+        ("data.train.weight=1", ["'data.train.weight'", "'weight' is not an index"]),
+        ("data.train.1.wieght=1", ["'data.train[1].wieght'", "'weight'", "command line"]),
+        ("data.train.1.weight=heavy", ["data.train[1].weight", "expected float", "'heavy'"]),
+        ("data.train.0.path=[a]", ["data.train[0].path", "expected str"]),
+    ],
+)
 def test_override_index_mistake_is_one_line(override, must):
     with pytest.raises(ConfigError) as exc:
         load(Config, "tiny", None, [TWO_SETS, override])

@@ -1,5 +1,6 @@
 """Issue #7, item 3 (fast part): bad data in sharding and reading is skipped, counted by reason,
 logged, and never changes step counts. The trainer side runs in test_reliability_faults.py."""
+
 from __future__ import annotations
 
 import collections
@@ -22,8 +23,12 @@ def test_reader_skips_and_counts_every_bad_item(synthetic_shards, tmp_path, capl
     bad = make_bad_set(synthetic_shards, tmp_path / "bad")
     caplog.set_level(logging.WARNING)
     world = 2
-    loaders = [TrainLoader([DataSet(str(bad.path))], ids_collate, batch_size=4, rank=r, world_size=world,
-                           num_workers=0, seed=3) for r in range(world)]
+    loaders = [
+        TrainLoader(
+            [DataSet(str(bad.path))], ids_collate, batch_size=4, rank=r, world_size=world, num_workers=0, seed=3
+        )
+        for r in range(world)
+    ]
     steps = loaders[0].steps_per_epoch
     per_rank = [list(lo) for lo in loaders]
     assert [len(b) for b in per_rank] == [steps] * world  # equal steps: no rank waits in a collective
@@ -51,25 +56,42 @@ def test_shard_build_drops_bad_rows_by_reason(tmp_path, caplog):
     (root / "a").mkdir(parents=True)
     t = np.arange(16000 * 2) / 16000
     good = 0.3 * np.sin(2 * np.pi * 220 * t)
-    files = {"good1": _wav(good), "good2": _wav(good * 0.5), "zero": _wav(np.zeros(0)),
-             "nan": _wav(np.where(t > 1, np.nan, good)), "inf": _wav(np.where(t > 1, np.inf, good)),
-             "corrupt": b"RIFF not really a wav", "utf8": _wav(good), "empty": _wav(good)}
+    files = {
+        "good1": _wav(good),
+        "good2": _wav(good * 0.5),
+        "zero": _wav(np.zeros(0)),
+        "nan": _wav(np.where(t > 1, np.nan, good)),
+        "inf": _wav(np.where(t > 1, np.inf, good)),
+        "corrupt": b"RIFF not really a wav",
+        "utf8": _wav(good),
+        "empty": _wav(good),
+    }
     for k, v in files.items():
         (root / "a" / f"{k}.wav").write_bytes(v)
-    lines = [json.dumps({"audio": f"a/{k}.wav", "text": "A tone." if k != "empty" else " <noise> ", "id": k}).encode()
-             for k in files if k != "utf8"]
+    lines = [
+        json.dumps({"audio": f"a/{k}.wav", "text": "A tone." if k != "empty" else " <noise> ", "id": k}).encode()
+        for k in files
+        if k != "utf8"
+    ]
     lines.append(b'{"audio": "a/utf8.wav", "text": "caf\xe9 \xff", "id": "utf8"}')  # latin-1 bytes, not UTF-8
     lines.append(json.dumps({"audio": "a/missing.wav", "text": "Gone.", "id": "missing"}).encode())
     (root / "train.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    recipe = ShardRecipe(name="bad", sources=[Source(name="man", kind="manifest", path=str(root),
-                                                     splits={"train": ["train.jsonl"]}, id_column="id")],
-                         normalize=NormalizeConfig(min_seconds=0.5, max_seconds=10.0, truecase=False),
-                         output=OutputConfig(shard_clips=10, work_chunk=4))
+    recipe = ShardRecipe(
+        name="bad",
+        sources=[
+            Source(name="man", kind="manifest", path=str(root), splits={"train": ["train.jsonl"]}, id_column="id")
+        ],
+        normalize=NormalizeConfig(min_seconds=0.5, max_seconds=10.0, truecase=False),
+        output=OutputConfig(shard_clips=10, work_chunk=4),
+    )
     caplog.set_level(logging.INFO, logger="speechlm.shard")
     out = build(recipe, tmp_path / "out", workers=1)
     man = json.loads((out / "manifest.json").read_text())
     assert man["drops"]["by_source"]["man"]["train"] == {
-        "undecodable_audio": 5, "empty_text": 1, "text_not_utf8": 1}  # zero, nan, inf, corrupt, missing
+        "undecodable_audio": 5,
+        "empty_text": 1,
+        "text_not_utf8": 1,
+    }  # zero, nan, inf, corrupt, missing
     assert man["splits"]["train"]["clips"] == 2
     for reason in ("undecodable_audio", "empty_text", "text_not_utf8"):
         assert f"man/train clips: {reason}" in caplog.text  # the printed summary
@@ -93,8 +115,14 @@ def test_empty_transcripts_pass_only_from_sources_that_keep_them(synthetic_shard
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
                 t.addfile(info, io.BytesIO(data))
-    shard = {**first, "file": "noise-train-000000.tar", "clips": 2, "ids": ids, "durations": first["durations"][:2],
-             "source": "noise"}
+    shard = {
+        **first,
+        "file": "noise-train-000000.tar",
+        "clips": 2,
+        "ids": ids,
+        "durations": first["durations"][:2],
+        "source": "noise",
+    }
     manifest = {"splits": {"train": {"shards": [shard], "clips": 2}}, "sources": {"noise": {"keep_empty": True}}}
     (out / "manifest.json").write_text(json.dumps(manifest))
     loader = TrainLoader([DataSet(str(out))], ids_collate, batch_size=2, num_workers=0, seed=0)

@@ -11,6 +11,7 @@ One chain of seven segments (each a fresh process on the same run dir):
     retried and reported, training finishes (exit 0), and the token is nowhere on disk or in output.
 Tolerance: per-step losses and final weights equal to 1e-6 (absolute); in practice bit-identical.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,10 +34,10 @@ from safetensors.torch import load_file
 
 from faults.bad_data import make_bad_set
 from faults.proc import Train
-from tests.infra.mounts import SKIP_REASON, private_tmpfs_works
 from speechlm.config import REPO_ROOT, DataSet
 from speechlm.data import TrainLoader
 from test_data_util import ids_collate
+from tests.infra.mounts import SKIP_REASON, private_tmpfs_works
 
 pytestmark = pytest.mark.slow
 TOL = 1e-6
@@ -45,14 +46,26 @@ TOKEN = "hf_reliabilityTestTokenDoNotLeak1234567890"
 
 
 def overrides(bad: Path, out: Path, name: str) -> list[str]:
-    return [f"training.output_dir={out}", f"training.run_name={name}", "training.num_train_epochs=2",
-            "training.max_steps=-1", "training.save_steps=2", "training.eval_steps=0", "training.logging_steps=1",
-            "training.warmup_steps=2", "training.save_total_limit=2", "training.per_device_train_batch_size=8",
-            f"data.train=[{{path: {bad}, split: train}}]", f"data.eval=[{{path: {bad}, split: eval}}]",
-            # no DataLoader workers: the disk-full fault's file-size limit (below the twin's ~650 KB
-            # optimizer state) also caps the shared-memory files workers pass ~1.5 MB batches through.
-            # Workers under signals: test_data_signals.py, test_elastic_resume.py, test_train_multiproc.py
-            "data.max_eval_samples_per_dataset=8", "data.num_workers=0", "training.resume_from_checkpoint=auto"]
+    return [
+        f"training.output_dir={out}",
+        f"training.run_name={name}",
+        "training.num_train_epochs=2",
+        "training.max_steps=-1",
+        "training.save_steps=2",
+        "training.eval_steps=0",
+        "training.logging_steps=1",
+        "training.warmup_steps=2",
+        "training.save_total_limit=2",
+        "training.per_device_train_batch_size=8",
+        f"data.train=[{{path: {bad}, split: train}}]",
+        f"data.eval=[{{path: {bad}, split: eval}}]",
+        # no DataLoader workers: the disk-full fault's file-size limit (below the twin's ~650 KB
+        # optimizer state) also caps the shared-memory files workers pass ~1.5 MB batches through.
+        # Workers under signals: test_data_signals.py, test_elastic_resume.py, test_train_multiproc.py
+        "data.max_eval_samples_per_dataset=8",
+        "data.num_workers=0",
+        "training.resume_from_checkpoint=auto",
+    ]
 
 
 def losses(run_dir: Path) -> list[tuple[int, float]]:
@@ -73,7 +86,7 @@ def ledger_by_epoch(run_dir: Path, steps_per_epoch: list[int]) -> list[Counter]:
     for line in (run_dir / "clips.rank0.jsonl").read_text().splitlines():
         r = json.loads(line)
         last[(r["step"], r["micro"])] = r["ids"]  # a step replayed after a kill replaces its first try
-    bounds = [sum(steps_per_epoch[:e + 1]) for e in range(len(steps_per_epoch))]
+    bounds = [sum(steps_per_epoch[: e + 1]) for e in range(len(steps_per_epoch))]
     epochs = [Counter() for _ in steps_per_epoch]
     for (step, _), ids in last.items():
         epochs[next(e for e, b in enumerate(bounds) if step < b)].update(ids)
@@ -171,9 +184,11 @@ def test_kill_anywhere_preempt_disk_full_hub_down_same_result(bad_set, tmp_path)
     report.append((f"SIGKILL at step {k}", "resumed from the last checkpoint"))
 
     # 7: finish with the Hub unreachable and a token in the environment
-    t = seg("7-hub-down", env={"HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0",
-                               "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"},
-            extra=["training.push_to_hub=true", "training.hub_model_id=nobody/speechlm-reliability"])
+    t = seg(
+        "7-hub-down",
+        env={"HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"},
+        extra=["training.push_to_hub=true", "training.hub_model_id=nobody/speechlm-reliability"],
+    )
     assert t.wait() == 0, t.text()[-3000:]
     assert "FAILED after" in t.text() and "training goes on" in t.text() and "retrying" in t.text()
     report.append(("Hub upload, closed port + token", "retried, reported, training finished (exit 0)"))
@@ -199,8 +214,18 @@ def test_kill_anywhere_preempt_disk_full_hub_down_same_result(bad_set, tmp_path)
     for p in [*out.rglob("*"), *logs]:
         if p.is_file():
             assert TOKEN.encode() not in p.read_bytes(), p
-    print("\nRELIABILITY", json.dumps({"report": report, "steps": total, "loss_max_abs_diff": worst_loss,
-                                       "weights_max_abs_diff": worst_w, "tensors": len(a)}))
+    print(
+        "\nRELIABILITY",
+        json.dumps(
+            {
+                "report": report,
+                "steps": total,
+                "loss_max_abs_diff": worst_loss,
+                "weights_max_abs_diff": worst_w,
+                "tensors": len(a),
+            }
+        ),
+    )
 
 
 def test_nonfinite_loss_skips_the_update_and_names_the_clips(bad_set, tmp_path):
@@ -208,10 +233,19 @@ def test_nonfinite_loss_skips_the_update_and_names_the_clips(bad_set, tmp_path):
     through the real model and data; each non-finite step is skipped and its clips named, and the
     run stops with exit 3 after training.max_nonfinite_in_a_row."""
     out = tmp_path / "runs"
-    t = Train(out / "nan", overrides(bad_set.path, out, "nan") + [
-        "training.learning_rate=1e30", "training.decoder_learning_rate=1e30", "training.encoder_learning_rate=1e30",
-        "training.warmup_steps=0", "training.max_nonfinite_in_a_row=3", "training.lr_scheduler_type=constant"],
-        tmp_path / "nan.log")
+    t = Train(
+        out / "nan",
+        overrides(bad_set.path, out, "nan")
+        + [
+            "training.learning_rate=1e30",
+            "training.decoder_learning_rate=1e30",
+            "training.encoder_learning_rate=1e30",
+            "training.warmup_steps=0",
+            "training.max_nonfinite_in_a_row=3",
+            "training.lr_scheduler_type=constant",
+        ],
+        tmp_path / "nan.log",
+    )
     assert t.wait() == 3, t.text()[-3000:]
     text = t.text()
     assert "non-finite loss or gradient; update skipped" in text and "stopping: 3 non-finite steps" in text
@@ -225,12 +259,20 @@ def test_nonfinite_loss_skips_the_update_and_names_the_clips(bad_set, tmp_path):
 def test_full_dev_shm_is_a_clear_error_not_a_hang(bad_set, tmp_path):
     """Docker's 64 MiB /dev/shm (here 1 MiB, in a private mount namespace) used to make DataLoader
     workers fail in a background thread while the trainer waited forever."""
-    args = [sys.executable, "launch/train.py", "--config", "tiny", *overrides(bad_set.path, tmp_path, "shm"),
-            "data.num_workers=2", "training.max_steps=3"]
+    args = [
+        sys.executable,
+        "launch/train.py",
+        "--config",
+        "tiny",
+        *overrides(bad_set.path, tmp_path, "shm"),
+        "data.num_workers=2",
+        "training.max_steps=3",
+    ]
     script = "mount -t tmpfs -o size=1M tmpfs /dev/shm && exec " + shlex.join(args)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    p = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True,
-                       text=True, timeout=300)  # the watchdog: a hang fails here
+    p = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )  # the watchdog: a hang fails here
     assert p.returncode == 2, p.stderr[-3000:]
     errors = [x for x in p.stderr.splitlines() if "error:" in x]
     assert len(errors) == 1 and "/dev/shm has 1 MiB free" in errors[0] and "Traceback" not in p.stderr

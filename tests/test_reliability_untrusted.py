@@ -4,6 +4,7 @@ Malicious pickles (that would write a marker file when unpickled) are planted wh
 might look; loading the export must work, give the same logits, and never create the marker.
 trust_remote_code stays off unless the caller's config turns it on, even if the export asks for it.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,8 +43,16 @@ def test_planted_pickles_are_never_loaded(export):
     d = root / "model"
     marker = root / "pwned"
     evil = pickle.dumps(Evil(marker))
-    for name in ("pytorch_model.bin", "model.pt", "projector.bin", "projector.pt", "training_args.bin",
-                 "adapter/adapter_model.bin", "tokenizer/tokenizer.pkl", "optimizer.pt"):
+    for name in (
+        "pytorch_model.bin",
+        "model.pt",
+        "projector.bin",
+        "projector.pt",
+        "training_args.bin",
+        "adapter/adapter_model.bin",
+        "tokenizer/tokenizer.pkl",
+        "optimizer.pt",
+    ):
         (d / name).parent.mkdir(parents=True, exist_ok=True)
         (d / name).write_bytes(evil)
     again = from_pretrained(d)
@@ -62,11 +71,23 @@ def test_payload_is_live(tmp_path):
 
 def _remote_code_dir(path, marker):
     path.mkdir(parents=True)
-    (path / "config.json").write_text(json.dumps({"model_type": "evil_model", "auto_map": {
-        "AutoConfig": "evil.EvilConfig", "AutoModel": "evil.EvilModel", "AutoModelForCausalLM": "evil.EvilModel"}}))
-    (path / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('pwned')\n"
-                                  "from transformers import PretrainedConfig\n"
-                                  "class EvilConfig(PretrainedConfig):\n    model_type = 'evil_model'\n")
+    (path / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "evil_model",
+                "auto_map": {
+                    "AutoConfig": "evil.EvilConfig",
+                    "AutoModel": "evil.EvilModel",
+                    "AutoModelForCausalLM": "evil.EvilModel",
+                },
+            }
+        )
+    )
+    (path / "evil.py").write_text(
+        f"open({str(marker)!r}, 'w').write('pwned')\n"
+        "from transformers import PretrainedConfig\n"
+        "class EvilConfig(PretrainedConfig):\n    model_type = 'evil_model'\n"
+    )
     return path
 
 
@@ -89,7 +110,7 @@ def test_an_export_cannot_turn_trust_remote_code_on_for_itself(export, tmp_path)
     (d / "speechlm.json").write_text(json.dumps(meta))
     marker = tmp_path / "pwned"
     _remote_code_dir(d / "encoder", marker)  # the loader prefers a trained encoder/ dir
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017
         from_pretrained(d)
     assert not marker.exists()
 
@@ -104,6 +125,6 @@ def test_resume_state_holds_no_pickle(tmp_path):
     assert torch.equal(torch.rand(3), a)  # and it still restores the RNG exactly
     marker = tmp_path / "pwned"
     evil = {"pickle_b64": base64.b64encode(pickle.dumps(Evil(marker))).decode()}
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017
         ckpt_mod.set_rng_state(evil)
     assert not marker.exists()

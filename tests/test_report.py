@@ -12,8 +12,16 @@ def _fake_run(tmp_path, rows):
 
 
 def test_report_writes_nonempty_pngs_and_skips_bad_lines(tmp_path):
-    rows = [{"step": s, "train/loss": 4 * math.exp(-s / 20), "train/learning_rate": 1e-3 * min(1, s / 10),
-             "train/grad_norm": 2.0, "perf/samples_per_s": 10.0} for s in range(1, 60)]
+    rows = [
+        {
+            "step": s,
+            "train/loss": 4 * math.exp(-s / 20),
+            "train/learning_rate": 1e-3 * min(1, s / 10),
+            "train/grad_norm": 2.0,
+            "perf/samples_per_s": 10.0,
+        }
+        for s in range(1, 60)
+    ]
     rows.append({"step": 50, "eval/loss": 0.5})
     run = _fake_run(tmp_path, rows)
     with open(run / "metrics.jsonl", "a") as f:

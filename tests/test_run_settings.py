@@ -1,4 +1,5 @@
 """A run's settings from (config, world, device, saved state), with no process group and no model."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,14 +13,20 @@ from speechlm.train.run import resolve_run
 
 
 def cfg_with(*overrides) -> Config:
-    return config_mod.load(Config, "tiny", None, ["training.per_device_train_batch_size=4",
-                                                   "training.gradient_accumulation_steps=2", *overrides])
+    return config_mod.load(
+        Config,
+        "tiny",
+        None,
+        ["training.per_device_train_batch_size=4", "training.gradient_accumulation_steps=2", *overrides],
+    )
 
 
 def saved_state(micro, acc, world):
-    return {"world_size": world, "config": {"training": {"per_device_train_batch_size": micro,
-                                                           "gradient_accumulation_steps": acc}},
-            "batch": {"micro": micro, "accumulation": acc, "world": world, "configured_accumulation": acc}}
+    return {
+        "world_size": world,
+        "config": {"training": {"per_device_train_batch_size": micro, "gradient_accumulation_steps": acc}},
+        "batch": {"micro": micro, "accumulation": acc, "world": world, "configured_accumulation": acc},
+    }
 
 
 def test_fresh_run_fills_the_ds_config_and_leaves_the_config_alone():
@@ -32,8 +39,14 @@ def test_fresh_run_fills_the_ds_config_and_leaves_the_config_alone():
 
 
 def test_elastic_resume_keeps_the_effective_batch_and_loads_universal_state():
-    run = resolve_run(cfg_with(), world=1, device_name="cpu", bf16_supported=True,
-                      saved=saved_state(4, 2, 2), saved_path="ckpt/step-3")
+    run = resolve_run(
+        cfg_with(),
+        world=1,
+        device_name="cpu",
+        bf16_supported=True,
+        saved=saved_state(4, 2, 2),
+        saved_path="ckpt/step-3",
+    )
     assert run.cfg.training.gradient_accumulation_steps == 4 and run.configured_accumulation == 2
     assert run.ds_config["train_batch_size"] == 16 and run.ds_config["checkpoint"]["load_universal"] is True
     assert "2 -> 1 processes" in run.elastic_line
@@ -47,15 +60,25 @@ def test_a_card_without_bf16_trains_in_fp32():
 
 
 def test_auto_batch_from_the_stated_memory_or_as_the_checkpoint_recorded():
-    cfg = cfg_with("training.per_device_train_batch_size=auto", "training.gradient_accumulation_steps=1",
-                   "training.clips_per_step_per_device=8")
+    cfg = cfg_with(
+        "training.per_device_train_batch_size=auto",
+        "training.gradient_accumulation_steps=1",
+        "training.clips_per_step_per_device=8",
+    )
     run = resolve_run(cfg, world=1, device_name="cpu", bf16_supported=True, device_memory=(1000.0, "stated"))
     t = run.cfg.training
     picked = (t.per_device_train_batch_size, t.gradient_accumulation_steps)
     assert picked == (8, 1) == (run.auto.micro, run.auto.accumulation)
     assert run.ds_config["train_micro_batch_size_per_gpu"] == 8
-    resumed = resolve_run(cfg, world=1, device_name="cpu", bf16_supported=True, device_memory=(1000.0, "stated"),
-                          saved=saved_state(2, 4, 1), saved_path="ckpt/step-5")
+    resumed = resolve_run(
+        cfg,
+        world=1,
+        device_name="cpu",
+        bf16_supported=True,
+        device_memory=(1000.0, "stated"),
+        saved=saved_state(2, 4, 1),
+        saved_path="ckpt/step-5",
+    )
     assert (resumed.auto.micro, resumed.auto.accumulation) == (2, 4) and "ckpt/step-5" in resumed.auto.reason
     assert resumed.ds_config["train_micro_batch_size_per_gpu"] == 2
 

@@ -1,5 +1,6 @@
 """The shard pipeline end to end on the synthetic corpus: all source kinds, drops, truecasing,
 determinism, and that the output is plain WebDataset (read with no speechlm code)."""
+
 from __future__ import annotations
 
 import io
@@ -75,6 +76,7 @@ def test_synthetic_build_is_byte_identical(synthetic_shards, tmp_path):
 
 # --------------------------------------------------------------------------- derived inputs
 
+
 def _write(path: Path, data: bytes) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
@@ -136,15 +138,28 @@ def mixed_inputs(synthetic_shards, tmp_path_factory):
 
     # hf: a save_to_disk DatasetDict (train, dev) and a parquet folder (train), audio as bytes
     def hf(items):
-        feats = datasets.Features({"wav": {"bytes": datasets.Value("binary"), "path": datasets.Value("string")},
-                                   "text": datasets.Value("string"), "id": datasets.Value("string")})
-        d = datasets.Dataset.from_dict({"wav": [{"bytes": f, "path": f"{c}.flac"} for c, (f, _) in items],
-                                        "text": [m["text"] for _, (_, m) in items], "id": [c for c, _ in items]},
-                                       features=feats)
+        feats = datasets.Features(
+            {
+                "wav": {"bytes": datasets.Value("binary"), "path": datasets.Value("string")},
+                "text": datasets.Value("string"),
+                "id": datasets.Value("string"),
+            }
+        )
+        d = datasets.Dataset.from_dict(
+            {
+                "wav": [{"bytes": f, "path": f"{c}.flac"} for c, (f, _) in items],
+                "text": [m["text"] for _, (_, m) in items],
+                "id": [c for c, _ in items],
+            },
+            features=feats,
+        )
         return d.cast_column("wav", datasets.Audio(decode=False))
+
     datasets.DatasetDict(train=hf(train[24:44]), dev=hf(evals[12:16])).save_to_disk(str(root / "disk"))
-    expect["disk"] = {"train": [(c, m["text"]) for c, (_, m) in train[24:44]],
-                      "eval": [(c, m["text"]) for c, (_, m) in evals[12:16]]}
+    expect["disk"] = {
+        "train": [(c, m["text"]) for c, (_, m) in train[24:44]],
+        "eval": [(c, m["text"]) for c, (_, m) in evals[12:16]],
+    }
     (root / "pq" / "data").mkdir(parents=True)
     hf(train[44:64]).to_parquet(str(root / "pq" / "data" / "train-00000-of-00001.parquet"))
     expect["pq"]["train"] = [(f"train-{i:08d}", m["text"]) for i, (_, (_, m)) in enumerate(train[44:64])]
@@ -155,13 +170,31 @@ def mixed_recipe(root: Path, **output) -> ShardRecipe:
     return ShardRecipe(
         name="mixed",
         sources=[
-            Source(name="man", kind="manifest", path=str(root / "man"),
-                   splits={"train": ["train.jsonl"], "eval": ["eval.tsv"]}, id_column="id", weight=2.0),
+            Source(
+                name="man",
+                kind="manifest",
+                path=str(root / "man"),
+                splits={"train": ["train.jsonl"], "eval": ["eval.tsv"]},
+                id_column="id",
+                weight=2.0,
+            ),
             Source(name="ls", kind="librispeech", path=str(root / "ls"), splits={"eval": ["dev-clean"]}),
-            Source(name="disk", kind="hf", path=str(root / "disk"), splits={"train": ["train"], "eval": ["dev"]},
-                   audio_column="wav", id_column="id"),
-            Source(name="pq", kind="hf", path=str(root / "pq"), splits={"train": ["train"]}, audio_column="wav",
-                   cache_dir=str(root / "hf_cache")),
+            Source(
+                name="disk",
+                kind="hf",
+                path=str(root / "disk"),
+                splits={"train": ["train"], "eval": ["dev"]},
+                audio_column="wav",
+                id_column="id",
+            ),
+            Source(
+                name="pq",
+                kind="hf",
+                path=str(root / "pq"),
+                splits={"train": ["train"]},
+                audio_column="wav",
+                cache_dir=str(root / "hf_cache"),
+            ),
         ],
         normalize=NormalizeConfig(min_seconds=0.8, max_seconds=10.0),
         output=OutputConfig(**{"shard_clips": 10, "work_chunk": 8, **output}),
@@ -175,7 +208,11 @@ def test_all_source_kinds_counts_drops_and_truecasing(mixed_inputs, tmp_path, ca
     man = json.loads((out / "manifest.json").read_text())
 
     assert man["drops"]["by_source"]["man"]["train"] == {
-        "undecodable_audio": 2, "too_short": 1, "too_long": 1, "empty_text": 1}
+        "undecodable_audio": 2,
+        "too_short": 1,
+        "too_long": 1,
+        "empty_text": 1,
+    }
     assert man["drops"]["total"] == 5 and man["drops"]["by_reason"]["undecodable_audio"] == 2
     assert "skipped undecodable audio: garbage" in caplog.text and "dropped 1 man/train clips: too_long" in caplog.text
     for src in man["sources"].values():
@@ -235,5 +272,6 @@ def test_rebuild_is_noop_other_settings_need_overwrite(mixed_inputs, tmp_path, c
     build(mixed_recipe(root, shard_clips=5), out, workers=1, overwrite=True)
     man = json.loads((out / "manifest.json").read_text())
     assert sorted(p.name for p in out.glob("*.tar")) == sorted(
-        s["file"] for sp in man["splits"].values() for s in sp["shards"])
+        s["file"] for sp in man["splits"].values() for s in sp["shards"]
+    )
     assert max(s["clips"] for sp in man["splits"].values() for s in sp["shards"]) == 5

@@ -1,4 +1,5 @@
 """speechlm.audio: decode, resample, FLAC round trip, and clear errors on bad audio."""
+
 import io
 
 import numpy as np

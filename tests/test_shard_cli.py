@@ -1,4 +1,5 @@
 """python -m speechlm.shard: shipped recipes, one-line errors (exit 2), resume after SIGKILL."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,15 @@ SHIPPED = sorted((REPO_ROOT / "shards").glob("*.yaml"))
 
 def run_cli(*args, cwd=REPO_ROOT, **popen):
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, "-m", "speechlm.shard", *map(str, args)], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "speechlm.shard", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
 
 
 def test_shipped_recipes_load():
@@ -36,7 +44,12 @@ def test_shipped_recipes_load():
     lq, _ = load_recipe("loquacious_small")
     src = lq.sources[0]
     assert (src.kind, src.path, src.subset, src.audio_column, src.text_column) == (
-        "hf", "speechbrain/LoquaciousSet", "small", "wav", "text")
+        "hf",
+        "speechbrain/LoquaciousSet",
+        "small",
+        "wav",
+        "text",
+    )
     assert src.splits == {"train": ["train"], "eval": ["dev"]}
     for name in ("loquacious_small", "librispeech"):  # uppercase corpora: re-cased by default
         r, _ = load_recipe(name)
@@ -50,13 +63,20 @@ def test_shipped_recipes_load():
     assert {"Speech", "Singing"} <= set(noise.filters[0].exclude) and noise.filters[0].column == "human_labels"
 
 
-@pytest.mark.parametrize("recipe,override,needle", [
-    ({"sources": [{"name": "x", "kind": "synthetic", "synthetc": {}}]}, None, "sources[0].synthetc"),
-    ({"sources": [{"name": "x", "kind": "synthetic"}], "output": {"shard_clip": 5}}, None, "output.shard_clip"),
-    ({"sources": [{"name": "x", "kind": "hff", "path": "a", "splits": {"train": ["t"]}}]}, None, "sources[0].kind"),
-    ({"sources": [{"name": "x", "kind": "synthetic"}]}, "normalize.max_second=3", "normalize.max_second"),
-    ({"sources": [{"name": "x", "kind": "manifest", "splits": {"dev": ["a.jsonl"]}}]}, None, "sources[0].splits.dev"),
-])
+@pytest.mark.parametrize(
+    "recipe,override,needle",
+    [
+        ({"sources": [{"name": "x", "kind": "synthetic", "synthetc": {}}]}, None, "sources[0].synthetc"),
+        ({"sources": [{"name": "x", "kind": "synthetic"}], "output": {"shard_clip": 5}}, None, "output.shard_clip"),
+        ({"sources": [{"name": "x", "kind": "hff", "path": "a", "splits": {"train": ["t"]}}]}, None, "sources[0].kind"),
+        ({"sources": [{"name": "x", "kind": "synthetic"}]}, "normalize.max_second=3", "normalize.max_second"),
+        (
+            {"sources": [{"name": "x", "kind": "manifest", "splits": {"dev": ["a.jsonl"]}}]},
+            None,
+            "sources[0].splits.dev",
+        ),
+    ],
+)
 def test_mistyped_recipe_exits_2_with_one_line(tmp_path, recipe, override, needle):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(recipe))
@@ -80,8 +100,9 @@ def test_one_uppercase_source_is_recased_by_the_builtin_model(tmp_path):
     from speechlm.shard import truecase
 
     _uppercase_manifest(tmp_path, ["JOHN MET MARY IN LONDON ON MONDAY", "I THINK THE FBI CALLED ME"])
-    recipe = ShardRecipe(name="up", sources=[Source(name="up", kind="manifest", path=str(tmp_path),
-                                                    splits={"train": ["up.jsonl"]})])
+    recipe = ShardRecipe(
+        name="up", sources=[Source(name="up", kind="manifest", path=str(tmp_path), splits={"train": ["up.jsonl"]})]
+    )
     out = build(recipe, tmp_path / "out", workers=1)
     texts = sorted(m["text"] for _, m in _clips(out))
     assert texts == ["I think the FBI called me", "John met Mary in London on Monday"]
@@ -120,9 +141,18 @@ def _manifest_recipe(synthetic_shards: Path, root: Path) -> Path:
                     meta = json.loads(t.extractfile(m.name[:-5] + ".json").read())
                     rows.append({"audio": f"audio/{m.name}", "text": meta["text"], "id": meta["id"]})
     (root / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    recipe = {"sources": [{"name": "man", "kind": "manifest", "path": str(root), "id_column": "id",
-                           "splits": {"train": ["all.jsonl"]}}],
-              "output": {"shard_clips": 10, "work_chunk": 2}}
+    recipe = {
+        "sources": [
+            {
+                "name": "man",
+                "kind": "manifest",
+                "path": str(root),
+                "id_column": "id",
+                "splits": {"train": ["all.jsonl"]},
+            }
+        ],
+        "output": {"shard_clips": 10, "work_chunk": 2},
+    }
     (root / "resume.yaml").write_text(yaml.safe_dump(recipe))
     return root / "resume.yaml"
 

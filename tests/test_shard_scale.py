@@ -1,6 +1,7 @@
 """Data at scale: hf sources streamed file by file, a build split into tasks (separate processes)
 and merged, and the recipe features of a production mix (row filters, per-split cap, non-speech
 clips kept with an empty label)."""
+
 from __future__ import annotations
 
 import io
@@ -52,11 +53,17 @@ def write_parquet_dataset(root: Path, split: str, files: int, rows: int, start: 
         recs = []
         for i in range(start + f * rows, start + (f + 1) * rows):
             text = " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(3 + i % 4)).capitalize() + "."
-            recs.append({"audio": {"bytes": wav(0.9 + (i % 5) * 0.2, 200 + 10 * i), "path": f"{i}.wav"},
-                         "text": text if labels else None, "id": f"u{i:04d}",
-                         "tags": ["Speech", "Music"] if i % 3 == 0 else ["Dog"] if i % 3 == 1 else ["Rain"]})
-        pq.write_table(pa.Table.from_pylist(recs), root / "data" / f"{split}-{f:05d}-of-{files:05d}.parquet",
-                       row_group_size=4)
+            recs.append(
+                {
+                    "audio": {"bytes": wav(0.9 + (i % 5) * 0.2, 200 + 10 * i), "path": f"{i}.wav"},
+                    "text": text if labels else None,
+                    "id": f"u{i:04d}",
+                    "tags": ["Speech", "Music"] if i % 3 == 0 else ["Dog"] if i % 3 == 1 else ["Rain"],
+                }
+            )
+        pq.write_table(
+            pa.Table.from_pylist(recs), root / "data" / f"{split}-{f:05d}-of-{files:05d}.parquet", row_group_size=4
+        )
         written += recs
     return written
 
@@ -68,8 +75,10 @@ def tars(d: Path) -> dict[str, bytes]:
 def clips(d: Path) -> dict[str, dict]:
     import webdataset as wds
 
-    return {s["__key__"]: json.loads(s["json"]) for s in wds.WebDataset(sorted(map(str, d.glob("*.tar"))),
-                                                                         shardshuffle=False)}
+    return {
+        s["__key__"]: json.loads(s["json"])
+        for s in wds.WebDataset(sorted(map(str, d.glob("*.tar"))), shardshuffle=False)
+    }
 
 
 @pytest.fixture(scope="module")
@@ -93,13 +102,28 @@ def mix(root: Path, **output) -> ShardRecipe:
     return ShardRecipe(
         name="mix",
         sources=[
-            Source(name="speech", kind="hf", path=str(root / "speech"), id_column="id",
-                   splits={"train": ["train"], "eval": ["dev"]}, max_clips={"train": 25}),
-            Source(name="noise", kind="hf", path=str(root / "noise"), text_column=None, keep_empty=True,
-                   id_column="id", splits={"train": ["train"]}, weight=0.2,
-                   filters=[RowFilter(column="tags", exclude=["Speech", "Singing"])]),
-            Source(name="man", kind="manifest", path=str(root / "man"), id_column="id",
-                   splits={"train": ["train.jsonl"]}),
+            Source(
+                name="speech",
+                kind="hf",
+                path=str(root / "speech"),
+                id_column="id",
+                splits={"train": ["train"], "eval": ["dev"]},
+                max_clips={"train": 25},
+            ),
+            Source(
+                name="noise",
+                kind="hf",
+                path=str(root / "noise"),
+                text_column=None,
+                keep_empty=True,
+                id_column="id",
+                splits={"train": ["train"]},
+                weight=0.2,
+                filters=[RowFilter(column="tags", exclude=["Speech", "Singing"])],
+            ),
+            Source(
+                name="man", kind="manifest", path=str(root / "man"), id_column="id", splits={"train": ["train.jsonl"]}
+            ),
         ],
         normalize=NormalizeConfig(min_seconds=0.8, max_seconds=10.0),
         output=OutputConfig(**{"shard_clips": 4, "work_chunk": 5, **output}),
@@ -146,8 +170,9 @@ def test_empty_labels_are_dropped_unless_kept_on_purpose(corpus, tmp_path):
     recipe.sources = recipe.sources[1:2]
     recipe.sources[0].text_column = "text"  # all null in the noise files
     with pytest.raises(ConfigError, match="text_column: null .* needs keep_empty"):
-        ShardRecipe(name="x", sources=[Source(name="n", kind="hf", path="p", splits={"train": ["t"]},
-                                              text_column=None)]).validate()
+        ShardRecipe(
+            name="x", sources=[Source(name="n", kind="hf", path="p", splits={"train": ["t"]}, text_column=None)]
+        ).validate()
     recipe.sources[0].keep_empty = False
     man = json.loads((build(recipe, tmp_path / "drop", workers=1) / "manifest.json").read_text())
     assert man["drops"]["by_source"]["noise"]["train"] == {"filtered": 6, "empty_text": 12}
@@ -159,19 +184,25 @@ def test_streaming_bad_inputs_are_clear_errors(corpus, tmp_path):
     recipe = mix(root)
     recipe.sources = recipe.sources[:1]
     recipe.sources[0].splits = {"train": ["validation"]}
-    with pytest.raises(ConfigError, match=r"sources\[0\].splits.train: .* no data files for split 'validation' "
-                                          r"\(it has train, dev\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"sources\[0\].splits.train: .* no data files for split 'validation' "
+        r"\(it has train, dev\)",
+    ):
         build(recipe, tmp_path / "a", workers=1)
     recipe.sources[0].splits = {"train": ["train"]}
     recipe.sources[0].audio_column = "wav"
     with pytest.raises(ConfigError, match=r"has no column 'wav'"):
         build(recipe, tmp_path / "b", workers=1)
     with pytest.raises(ConfigError, match="filters.0.: give exactly one of include or exclude"):
-        ShardRecipe(name="x", sources=[Source(name="n", kind="hf", path="p", splits={"train": ["t"]},
-                                              filters=[RowFilter(column="c")])]).validate()
+        ShardRecipe(
+            name="x",
+            sources=[Source(name="n", kind="hf", path="p", splits={"train": ["t"]}, filters=[RowFilter(column="c")])],
+        ).validate()
     with pytest.raises(ConfigError, match="max_clips.dev: split must be one of"):
-        ShardRecipe(name="x", sources=[Source(name="n", kind="hf", path="p", splits={"train": ["t"]},
-                                              max_clips={"dev": 3})]).validate()
+        ShardRecipe(
+            name="x", sources=[Source(name="n", kind="hf", path="p", splits={"train": ["t"]}, max_clips={"dev": 3})]
+        ).validate()
 
 
 def test_remote_data_file_is_fetched_and_read_by_row_group(tmp_path):
@@ -216,8 +247,15 @@ def test_source_in_object_storage_is_fetched_file_by_file(corpus, tmp_path, capl
 
 def run_cli(*args, **popen):
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, "-m", "speechlm.shard", *map(str, args)], cwd=REPO_ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "speechlm.shard", *map(str, args)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
 
 
 def recipe_file(root: Path, tmp: Path) -> Path:
@@ -236,8 +274,10 @@ def test_three_tasks_then_merge_equal_one_machine_build(corpus, tmp_path):
     one = build(recipe, tmp_path / "one", workers=1)
 
     split = tmp_path / "split"
-    procs = [run_cli("--config", recipe, "--out", split, "--workers", "1", "--num-tasks", 3, "--task-index", i)
-             for i in range(3)]
+    procs = [
+        run_cli("--config", recipe, "--out", split, "--workers", "1", "--num-tasks", 3, "--task-index", i)
+        for i in range(3)
+    ]
     errs = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], errs
     assert not (split / "manifest.json").exists()

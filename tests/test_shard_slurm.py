@@ -1,6 +1,7 @@
 """slurm/shard.sh against a real one-machine Slurm (slurm-wlm + munge, started by the test): a
 3-task array job builds the parts, the dependent merge job writes the manifest, and the set is
 the same, tar for tar, as a one-machine build of the recipe."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,10 @@ from tests.infra import slurm as slurm_infra
 from tests.test_shard_scale import corpus, recipe_file, tars  # noqa: F401  (corpus: a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(slurm_infra.available() is not None, reason=str(slurm_infra.available()))]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(slurm_infra.available() is not None, reason=str(slurm_infra.available())),
+]
 
 
 def job_states(env, job: str) -> list[str]:
@@ -33,8 +36,14 @@ def test_array_job_then_merge_equals_one_machine_build(corpus, tmp_path):  # noq
     out = tmp_path / "slurm-out"
     with slurm_infra.cluster(tmp_path / "daemons", cpus=2) as env:
         env = dict(env, SBATCH_CPUS_PER_TASK="1")
-        r = subprocess.run(["slurm/shard.sh", "submit", "3", "--config", str(recipe), "--out", str(out)],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            ["slurm/shard.sh", "submit", "3", "--config", str(recipe), "--out", str(out)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 0, r.stderr
         words = r.stdout.split()
         array, merge = words[1], words[-1]

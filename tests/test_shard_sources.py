@@ -1,5 +1,6 @@
 """Source types are plug-ins: a type defined here, registered with one line, shards like the
 built-in ones; an unknown kind is a ConfigError naming the key and the known kinds."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,10 @@ class Tones(sources.SourceType):
     kind = "tones"
 
     def list_units(self, src, split, key):
-        return [{"label": n, "rows": [(f"{split}{i}", f"tone {440 + 10 * i}", 440 + 10 * i, {})
-                                      for i in range(int(n))]} for n in src.splits[split]]
+        return [
+            {"label": n, "rows": [(f"{split}{i}", f"tone {440 + 10 * i}", 440 + 10 * i, {}) for i in range(int(n))]}
+            for n in src.splits[split]
+        ]
 
     def fetch(self, src, ref):
         return (0.3 * np.sin(2 * np.pi * ref * np.arange(16000) / 16000)).astype(np.float32)
@@ -28,8 +31,11 @@ sources.register(Tones())
 
 
 def test_a_source_type_registered_in_one_line_shards(tmp_path):
-    recipe = ShardRecipe(name="toy", sources=[Source(name="toy", kind="tones", splits={"train": ["3"], "eval": ["2"]})],
-                         output=OutputConfig(shard_clips=2))
+    recipe = ShardRecipe(
+        name="toy",
+        sources=[Source(name="toy", kind="tones", splits={"train": ["3"], "eval": ["2"]})],
+        output=OutputConfig(shard_clips=2),
+    )
     out = build(recipe, tmp_path / "toy", workers=1)
     man = json.loads((out / "manifest.json").read_text())
     assert {s: v["clips"] for s, v in man["splits"].items()} == {"train": 3, "eval": 2}

@@ -1,4 +1,5 @@
 """Label normalization and truecasing (speechlm.shard.normalize / truecase)."""
+
 import pytest
 
 from speechlm.shard import normalize as N
@@ -27,8 +28,12 @@ def test_uncased_detection():
 
 
 def test_truecaser_restores_names_and_capitalizes_first_word(tmp_path):
-    cased = ["Yesterday John went to London.", "Mary and John went to Paris today.",
-             "The dog went to the river.", "Did Peter see the car in London?"]
+    cased = [
+        "Yesterday John went to London.",
+        "Mary and John went to Paris today.",
+        "The dog went to the river.",
+        "Did Peter see the car in London?",
+    ]
     tc = truecase.train(cased, tmp_path / "tc.model")
     assert (tmp_path / "tc.model").is_file()
     assert truecase.apply(tc, "JOHN WENT TO LONDON") == "John went to London"

@@ -1,4 +1,5 @@
 """The conversation: training and inference see the same prompt tokens (pitfall 10), token by token."""
+
 import numpy as np
 import pytest
 
@@ -17,10 +18,10 @@ def test_prompt_tokens_exact(tok):
     assert ids[0] == start and ids.count(a) == 3
     # user turn: <|im_start|>user\n <audio>x3 \n prompt <|im_end|>\n  then the generation prompt
     first_audio = ids.index(a)
-    assert ids[first_audio: first_audio + 3] == [a, a, a]
+    assert ids[first_audio : first_audio + 3] == [a, a, a]
     assert tok.decode(ids[:first_audio]) == "<|im_start|>user\n"
-    assert tok.decode(ids[first_audio + 3: ids.index(end)]) == "\nTranscribe the audio."
-    assert tok.decode(ids[ids.index(end):]) == "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert tok.decode(ids[first_audio + 3 : ids.index(end)]) == "\nTranscribe the audio."
+    assert tok.decode(ids[ids.index(end) :]) == "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 
 
 def test_training_equals_inference_prefix_and_template(tok):
@@ -34,8 +35,10 @@ def test_training_equals_inference_prefix_and_template(tok):
     assert [t for t, l in zip(train, labels) if l == -100] == prompt
     # and the whole training sequence is what the template renders for the full conversation
     # (the template's own think block for a final assistant turn is the same one the prompt has)
-    conv = [{"role": "user", "content": "<audio>" * 5 + "\nTranscribe the audio."},
-            {"role": "assistant", "content": "hello world"}]
+    conv = [
+        {"role": "user", "content": "<audio>" * 5 + "\nTranscribe the audio."},
+        {"role": "assistant", "content": "hello world"},
+    ]
     rendered = tok.apply_chat_template(conv, tokenize=False)
     assert tok.decode(train) + "\n" == rendered
 
@@ -92,14 +95,17 @@ def test_label_mask_and_inference_prompt_per_template(family):
 
     tok, eot, after_eot = _family(family)
     assert text.end_of_turn_id(tok) == tok.convert_tokens_to_ids(eot)
-    col = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>", family=family_for("tiny/whisper"),
-                   pool_stride=4)
+    col = Collator(
+        tok, prompt="Transcribe the audio.", audio_token="<audio>", family=family_for("tiny/whisper"), pool_stride=4
+    )
     transcript = "the cat sat on the mat"
     batch = col([{"id": "a", "text": transcript, "audio": np.zeros(3200, np.float32)}])
     n = col.num_audio_tokens(3200)
     ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
-    conv = [{"role": "user", "content": "<audio>" * n + "\nTranscribe the audio."},
-            {"role": "assistant", "content": transcript}]
+    conv = [
+        {"role": "user", "content": "<audio>" * n + "\nTranscribe the audio."},
+        {"role": "assistant", "content": transcript},
+    ]
     rendered = tok.apply_chat_template(conv, tokenize=True, return_dict=True)["input_ids"]
     assert ids + tok(after_eot, add_special_tokens=False)["input_ids"] == list(rendered)
     prompt = text.prompt_ids(tok, n, "Transcribe the audio.")

@@ -1,8 +1,8 @@
 """The tiny twin builds offline, deterministically, as plain HF dirs that load via from_pretrained."""
+
 import hashlib
 
 import pytest
-import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GraniteSpeech5Encoder
 
 from speechlm import tiny
@@ -36,6 +36,7 @@ def test_deterministic_rebuild(tmp_path, monkeypatch):
     a = tiny.ensure("qwen3")
     first = _digest(a)
     import shutil
+
     shutil.rmtree(a)
     assert _digest(tiny.ensure("qwen3")) == first
     assert (tmp_path / "tiny").is_dir()

@@ -1,5 +1,6 @@
 """The trainer end to end, in this process (world size 1, gloo): the real tiny twin, the real reader on
-the synthetic shards (the session's `synthetic_shards`). One straight run feeds most assertions; a second run resumes from its middle."""
+the synthetic shards (the session's `synthetic_shards`). One straight run feeds most assertions; a second run resumes from its middle."""  # noqa: E501
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,15 @@ from speechlm.train.loop import Trainer
 
 STEPS = 25  # several epochs of the small shared shard set (64 train clips, batch 16)
 OVERRIDES = [
-    "training.per_device_train_batch_size=16", f"training.max_steps={STEPS}", "training.warmup_steps=3",
-    "training.eval_steps=12", "training.save_steps=12", "training.logging_steps=1",
-    "training.save_total_limit=null", "data.max_eval_samples_per_dataset=16", "data.num_workers=1",
+    "training.per_device_train_batch_size=16",
+    f"training.max_steps={STEPS}",
+    "training.warmup_steps=3",
+    "training.eval_steps=12",
+    "training.save_steps=12",
+    "training.logging_steps=1",
+    "training.save_total_limit=null",
+    "data.max_eval_samples_per_dataset=16",
+    "data.num_workers=1",
     # the export check compares the live bf16 module with the fp32-master export at rel 1e-5; the
     # trajectory that production's augmentation gives lands at 2.3e-5 (bf16 rounding, not the data:
     # its eval batch is never augmented). Resume with augmentation on: test_reliability_faults.py.
@@ -27,9 +34,19 @@ OVERRIDES = [
 
 
 def run(tmp: Path, name: str, shards: Path, *extra) -> Trainer:
-    cfg = config_mod.load(Config, "tiny", None, OVERRIDES + [
-        f"training.output_dir={tmp}", f"training.run_name={name}", f"data.train=[{{path: {shards}, split: train}}]",
-        f"data.eval=[{{path: {shards}, split: eval}}]", *extra])
+    cfg = config_mod.load(
+        Config,
+        "tiny",
+        None,
+        OVERRIDES
+        + [
+            f"training.output_dir={tmp}",
+            f"training.run_name={name}",
+            f"data.train=[{{path: {shards}, split: train}}]",
+            f"data.eval=[{{path: {shards}, split: eval}}]",
+            *extra,
+        ],
+    )
     trainer = Trainer(cfg)
     assert trainer.run() == 0
     return trainer
@@ -65,8 +82,14 @@ def test_loss_falls_and_metrics_are_logged(straight):
     assert len(evals) == 3 and all(math.isfinite(e) for e in evals)  # steps 12, 24 and the final one
     assert evals[-1] < evals[0]
     step = next(r for r in rows if r["step"] == 5)
-    for key in ("train/grad_norm", "perf/samples_per_s", "perf/audio_seconds_per_s", "perf/tokens_per_s",
-                "perf/step_time_s", "perf/peak_memory_gb"):
+    for key in (
+        "train/grad_norm",
+        "perf/samples_per_s",
+        "perf/audio_seconds_per_s",
+        "perf/tokens_per_s",
+        "perf/step_time_s",
+        "perf/peak_memory_gb",
+    ):
         assert math.isfinite(step[key]) and step[key] > 0, key
     assert rows[0]["effective_batch_size"] == 16
     assert (trainer.run_dir / "config.yaml").is_file()
@@ -85,8 +108,12 @@ def test_group_learning_rates_follow_the_schedule(straight):
 
     for step in (1, 2, 4, 10, 20):
         # the row logs the lr after the step's update, i.e. the one the next step uses
-        assert rows[step]["train/learning_rate/projector"] == pytest.approx(expected(t.learning_rate, step + 1), abs=1e-12)
-        assert rows[step]["train/learning_rate/decoder"] == pytest.approx(expected(t.decoder_learning_rate, step + 1), abs=1e-12)
+        assert rows[step]["train/learning_rate/projector"] == pytest.approx(
+            expected(t.learning_rate, step + 1), abs=1e-12
+        )
+        assert rows[step]["train/learning_rate/decoder"] == pytest.approx(
+            expected(t.decoder_learning_rate, step + 1), abs=1e-12
+        )
 
 
 def test_frozen_weights_bit_identical_and_trained_ones_moved(straight):
@@ -163,11 +190,25 @@ def test_divergence_skips_updates_then_stops(straight, caplog):
     """lr 1e30 blows the weights up: every later loss is non-finite, so updates are skipped, the
     batch's clip ids are logged, and the run stops after max_nonfinite_in_a_row with status 3."""
     _, tmp = straight
-    cfg = config_mod.load(Config, "tiny", None, OVERRIDES + [
-        f"training.output_dir={tmp}", "training.run_name=diverge", "training.max_steps=8", "training.warmup_steps=0",
-        "training.learning_rate=1e30", "training.decoder_learning_rate=1e30", "training.max_nonfinite_in_a_row=2",
-        "training.eval_steps=0", "training.save_steps=0",
-        f"data.train=[{{path: {straight[0].cfg.data.train[0].path}, split: train}}]", "data.eval=[]"])
+    cfg = config_mod.load(
+        Config,
+        "tiny",
+        None,
+        OVERRIDES
+        + [
+            f"training.output_dir={tmp}",
+            "training.run_name=diverge",
+            "training.max_steps=8",
+            "training.warmup_steps=0",
+            "training.learning_rate=1e30",
+            "training.decoder_learning_rate=1e30",
+            "training.max_nonfinite_in_a_row=2",
+            "training.eval_steps=0",
+            "training.save_steps=0",
+            f"data.train=[{{path: {straight[0].cfg.data.train[0].path}, split: train}}]",
+            "data.eval=[]",
+        ],
+    )
     trainer = Trainer(cfg)
     assert trainer.run() == 3
     rows = metrics(trainer.run_dir)
@@ -182,8 +223,15 @@ def test_wandb_offline_gets_the_same_metrics(straight, monkeypatch):
     _, tmp = straight
     monkeypatch.setenv("WANDB_MODE", "offline")
     shards = straight[0].cfg.data.train[0].path
-    trainer = run(tmp, "wandb", Path(shards), "training.report_to=wandb", "training.max_steps=2",
-                  "training.eval_steps=0", "training.save_steps=0")
+    trainer = run(
+        tmp,
+        "wandb",
+        Path(shards),
+        "training.report_to=wandb",
+        "training.max_steps=2",
+        "training.eval_steps=0",
+        "training.save_steps=0",
+    )
     runs = list((trainer.run_dir / "wandb").glob("offline-run-*/*.wandb"))
     assert len(runs) == 1 and runs[0].stat().st_size > 0
     assert [r["step"] for r in metrics(trainer.run_dir) if "train/loss" in r] == [1, 2]

@@ -1,4 +1,5 @@
 """Elastic resume, trainer side, without processes: how the effective batch is kept."""
+
 from __future__ import annotations
 
 from speechlm.config import TrainingConfig
@@ -6,8 +7,15 @@ from speechlm.train import elastic
 
 
 def state(micro, acc, world, configured=None):
-    return {"world_size": world, "batch": {"micro": micro, "accumulation": acc, "world": world,
-                                           "configured_accumulation": acc if configured is None else configured}}
+    return {
+        "world_size": world,
+        "batch": {
+            "micro": micro,
+            "accumulation": acc,
+            "world": world,
+            "configured_accumulation": acc if configured is None else configured,
+        },
+    }
 
 
 def t(micro=4, acc=1):
@@ -17,7 +25,11 @@ def t(micro=4, acc=1):
 def test_accumulation_keeps_the_effective_batch():
     x = t()
     line = elastic.fit_accumulation(x, state(4, 1, 2), 1)
-    assert x.gradient_accumulation_steps == 2 and "2 -> 1 processes" in line and "1 -> 2 keeps the effective batch at 8" in line
+    assert (
+        x.gradient_accumulation_steps == 2
+        and "2 -> 1 processes" in line
+        and "1 -> 2 keeps the effective batch at 8" in line
+    )
     x = t()  # back to 2 ranks from the 1-rank checkpoint, whose config said 1
     line = elastic.fit_accumulation(x, state(4, 2, 1, configured=1), 2)
     assert x.gradient_accumulation_steps == 1 and "2 -> 1 keeps the effective batch at 8" in line
@@ -44,7 +56,10 @@ def test_a_batch_the_user_changed_stands():
 
 
 def test_checkpoints_from_before_elastic_resume():
-    old = {"world_size": 2, "config": {"training": {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1}}}
+    old = {
+        "world_size": 2,
+        "config": {"training": {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1}},
+    }
     x = t()
     assert "keeps the effective batch at 8" in elastic.fit_accumulation(x, old, 1)
     assert x.gradient_accumulation_steps == 2

@@ -1,4 +1,5 @@
 """Hub uploads run in the background, retry, report failures without the token, and never raise."""
+
 import logging
 
 from speechlm.train.hub import HubUploader

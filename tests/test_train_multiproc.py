@@ -6,6 +6,7 @@ so 1 process x 2 workers with accumulation 2 and 2 processes x 1 worker see the 
 optimizer step (checked through the clip ledgers). Stated tolerance for loss trajectories that
 differ only in reduction order / partitioning: 2e-3 relative per step over 12 steps.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,16 +30,29 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = 12
 TOL = 2e-3
-BASE = ["training.max_steps=%d" % STEPS, "training.warmup_steps=2", "training.eval_steps=0",
-        "training.save_steps=0", "training.logging_steps=1", "data.max_eval_samples_per_dataset=16"]
+BASE = [
+    "training.max_steps=%d" % STEPS,  # noqa: UP031
+    "training.warmup_steps=2",
+    "training.eval_steps=0",
+    "training.save_steps=0",
+    "training.logging_steps=1",
+    "data.max_eval_samples_per_dataset=16",
+]
 
 
 def command(launcher: str, nproc: int, args: list[str]) -> list[str]:
     if launcher == "python":
         return [sys.executable, "launch/train.py", *args]
     if launcher == "torchrun":
-        return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-                f"--master_port={free_port()}", "launch/train.py", *args]
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc_per_node={nproc}",
+            f"--master_port={free_port()}",
+            "launch/train.py",
+            *args,
+        ]
     ds = shutil.which("deepspeed") or str(Path(sys.executable).parent / "deepspeed")
     return [ds, f"--num_gpus={nproc}", f"--master_port={free_port()}", "launch/train.py", *args]
 
@@ -58,8 +72,9 @@ def data_args(shards: Path) -> list[str]:
 
 def train(out: Path, name: str, launcher: str, nproc: int, *overrides, timeout=900) -> Path:
     args = ["--config", "tiny", f"training.output_dir={out}", f"training.run_name={name}", *BASE, *overrides]
-    p = subprocess.run(command(launcher, nproc, args), cwd=ROOT, env=env(), capture_output=True, text=True,
-                       timeout=timeout)
+    p = subprocess.run(
+        command(launcher, nproc, args), cwd=ROOT, env=env(), capture_output=True, text=True, timeout=timeout
+    )
     assert p.returncode == 0, p.stderr[-4000:]
     return out / name
 
@@ -86,12 +101,36 @@ def runs(tmp_path_factory, shards):
     out = tmp_path_factory.mktemp("mp")
     d = data_args(shards)
     return {
-        "py1": train(out, "py1", "python", 1, *d, "training.per_device_train_batch_size=4",
-                     "training.gradient_accumulation_steps=2", "data.num_workers=2"),
-        "tr2_z2": train(out, "tr2_z2", "torchrun", 2, *d, "training.per_device_train_batch_size=4",
-                        "data.num_workers=1", "deepspeed.zero_stage=2"),
-        "ds2_z3": train(out, "ds2_z3", "deepspeed", 2, *d, "training.per_device_train_batch_size=4",
-                        "data.num_workers=1", "deepspeed.zero_stage=3"),
+        "py1": train(
+            out,
+            "py1",
+            "python",
+            1,
+            *d,
+            "training.per_device_train_batch_size=4",
+            "training.gradient_accumulation_steps=2",
+            "data.num_workers=2",
+        ),
+        "tr2_z2": train(
+            out,
+            "tr2_z2",
+            "torchrun",
+            2,
+            *d,
+            "training.per_device_train_batch_size=4",
+            "data.num_workers=1",
+            "deepspeed.zero_stage=2",
+        ),
+        "ds2_z3": train(
+            out,
+            "ds2_z3",
+            "deepspeed",
+            2,
+            *d,
+            "training.per_device_train_batch_size=4",
+            "data.num_workers=1",
+            "deepspeed.zero_stage=3",
+        ),
     }
 
 
@@ -143,8 +182,9 @@ def test_sigterm_saves_exits_143_and_resume_matches(tmp_path, shards):
     over = ["training.per_device_train_batch_size=8", f"training.max_steps={steps}", *data_args(shards)]
     straight = train(tmp_path, "straight", "python", 1, *over)
     args = ["--config", "tiny", f"training.output_dir={tmp_path}", "training.run_name=stopped", *BASE, *over]
-    p = subprocess.Popen(command("python", 1, args), cwd=ROOT, env=env(), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        command("python", 1, args), cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     metrics = tmp_path / "stopped" / "metrics.jsonl"
     deadline = time.monotonic() + 300
     while not (metrics.is_file() and sum("train/loss" in x for x in metrics.read_text().splitlines()) >= 4):
@@ -169,18 +209,34 @@ def test_disk_full_on_two_ranks_fails_the_save_not_the_run(tmp_path, shards, sta
     """A full disk hits the ranks' writes at different points of DeepSpeed's save (here: rank 0's
     model states, then either rank's optimizer partition). Every rank must still leave the save
     together: a rank raising out of it would skip its closing barrier and hang the others."""
-    over = [*data_args(shards), "training.per_device_train_batch_size=4", "data.num_workers=1",
-            "training.max_steps=6", "training.save_steps=2", "training.save_total_limit=1", f"deepspeed.zero_stage={stage}"]
+    over = [
+        *data_args(shards),
+        "training.per_device_train_batch_size=4",
+        "data.num_workers=1",
+        "training.max_steps=6",
+        "training.save_steps=2",
+        "training.save_total_limit=1",
+        f"deepspeed.zero_stage={stage}",
+    ]
     size = train(tmp_path, "measure", "torchrun", 2, *over, "training.max_steps=2")
     ckpt = sum(f.stat().st_size for f in (size / "checkpoints" / "step-2").rglob("*") if f.is_file())
     # room for one checkpoint and the logs, not for a second one beside it
     mnt, kept = tmp_path / "mnt", tmp_path / "kept"
     mnt.mkdir()
     args = ["--config", "tiny", f"training.output_dir={mnt}", "training.run_name=full", *BASE, *over]
-    script = (f"mount -t tmpfs -o size={int(1.6 * ckpt) // 1024}k tmpfs {mnt} && "
-              f"{shlex.join(command('torchrun', 2, args))}; rc=$?; cp -a {mnt}/full {kept}; exit $rc")
-    p = subprocess.Popen(["unshare", "-m", "sh", "-c", script], cwd=ROOT, env=env(), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    script = (
+        f"mount -t tmpfs -o size={int(1.6 * ckpt) // 1024}k tmpfs {mnt} && "
+        f"{shlex.join(command('torchrun', 2, args))}; rc=$?; cp -a {mnt}/full {kept}; exit $rc"
+    )
+    p = subprocess.Popen(
+        ["unshare", "-m", "sh", "-c", script],
+        cwd=ROOT,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, err = p.communicate(timeout=300)  # the watchdog: ranks out of step hang here (seen before the fix)
     except subprocess.TimeoutExpired:

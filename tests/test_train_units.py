@@ -1,5 +1,6 @@
 """Trainer units: ds config fill-in, schedule, and checkpoints / the non-finite guard on a real
 DeepSpeed engine (world size 1, gloo) wrapping a small stand-in module."""
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,13 @@ def test_launcher_env_is_left_alone(monkeypatch):
 
 @pytest.mark.parametrize("stage", [1, 2, 3])
 def test_ds_config_filled_from_training_config(stage):
-    cfg = cfg_with(f"deepspeed.zero_stage={stage}", "training.per_device_train_batch_size=6",
-                   "training.gradient_accumulation_steps=3", "training.max_grad_norm=0.5", "training.bf16=false")
+    cfg = cfg_with(
+        f"deepspeed.zero_stage={stage}",
+        "training.per_device_train_batch_size=6",
+        "training.gradient_accumulation_steps=3",
+        "training.max_grad_norm=0.5",
+        "training.bf16=false",
+    )
     ds = engine_mod.build_ds_config(cfg, world_size=4)
     assert ds["train_micro_batch_size_per_gpu"] == 6
     assert ds["gradient_accumulation_steps"] == 3
@@ -75,18 +81,25 @@ def test_ds_config_offload_is_zero3_only():
         engine_mod.build_ds_config(cfg_with("deepspeed.zero_stage=2", "deepspeed.offload=true"), 1)
 
 
-@pytest.mark.parametrize("key,value,message", [
-    ("train_micro_batch_size_per_gpu", 4, "train_micro_batch_size_per_gpu"),
-    ("gradient_clipping", 2.0, "gradient_clipping"),
-    ("bf16", {"enabled": False}, "bf16.enabled"),
-    ("zero_optimization", {"stage": 3}, "zero_optimization.stage"),
-    ("optimizer", {"type": "Adam"}, "optimizer"),
-])
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("train_micro_batch_size_per_gpu", 4, "train_micro_batch_size_per_gpu"),
+        ("gradient_clipping", 2.0, "gradient_clipping"),
+        ("bf16", {"enabled": False}, "bf16.enabled"),
+        ("zero_optimization", {"stage": 3}, "zero_optimization.stage"),
+        ("optimizer", {"type": "Adam"}, "optimizer"),
+    ],
+)
 def test_ds_config_contradiction_is_a_config_error(tmp_path, key, value, message):
     path = tmp_path / "ds.json"
     path.write_text(json.dumps({key: value}))
-    cfg = cfg_with(f"deepspeed.config={path}", "training.per_device_train_batch_size=8", "training.bf16=true",
-                   "deepspeed.zero_stage=2")
+    cfg = cfg_with(
+        f"deepspeed.config={path}",
+        "training.per_device_train_batch_size=8",
+        "training.bf16=true",
+        "deepspeed.zero_stage=2",
+    )
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
         engine_mod.build_ds_config(cfg, 1)
 
@@ -119,12 +132,24 @@ class StandIn(torch.nn.Module):
 
     def parameter_groups(self, t):
         return [
-            {"name": "projector", "params": list(self.projector.parameters()), "lr": t.learning_rate,
-             "weight_decay": t.projector_weight_decay},
-            {"name": "decoder", "params": list(self.decoder.parameters()), "lr": t.decoder_learning_rate,
-             "weight_decay": t.weight_decay},
-            {"name": "encoder", "params": list(self.encoder.parameters()), "lr": t.encoder_learning_rate,
-             "weight_decay": t.weight_decay},
+            {
+                "name": "projector",
+                "params": list(self.projector.parameters()),
+                "lr": t.learning_rate,
+                "weight_decay": t.projector_weight_decay,
+            },
+            {
+                "name": "decoder",
+                "params": list(self.decoder.parameters()),
+                "lr": t.decoder_learning_rate,
+                "weight_decay": t.weight_decay,
+            },
+            {
+                "name": "encoder",
+                "params": list(self.encoder.parameters()),
+                "lr": t.encoder_learning_rate,
+                "weight_decay": t.weight_decay,
+            },
         ]
 
     def forward(self, x, y):
@@ -144,8 +169,9 @@ def expected_lr(base, step, warmup, total):
 
 
 def test_groups_and_cosine_schedule_match_the_formula():
-    t = cfg_with("training.warmup_steps=10", "training.learning_rate=1e-3",
-                 "training.decoder_learning_rate=1e-4").training
+    t = cfg_with(
+        "training.warmup_steps=10", "training.learning_rate=1e-3", "training.decoder_learning_rate=1e-4"
+    ).training
     model = StandIn()
     opt = optim.build_optimizer(model, t)
     # the frozen encoder group is dropped, the others keep their lr / weight decay
@@ -190,8 +216,13 @@ def dist_world():
 
 
 def make_engine(stage=2, clip=1.0):
-    cfg = cfg_with(f"deepspeed.zero_stage={stage}", "training.per_device_train_batch_size=4", "training.bf16=false",
-                   f"training.max_grad_norm={clip}", "training.warmup_steps=0")
+    cfg = cfg_with(
+        f"deepspeed.zero_stage={stage}",
+        "training.per_device_train_batch_size=4",
+        "training.bf16=false",
+        f"training.max_grad_norm={clip}",
+        "training.warmup_steps=0",
+    )
     model = StandIn()
     opt = optim.build_optimizer(model, cfg.training)
     sched = optim.build_scheduler(opt, cfg.training, 100)
@@ -242,8 +273,13 @@ def test_deepspeeds_zero_to_fp32_runs_as_documented(dist_world, tmp_path):
     path = ckpt_mod.CheckpointManager(tmp_path).save(1, engine, model, {"epoch": 0}, {"rng": {}})
     ds = path / "ds"
     assert (ds / "latest").read_text() == ckpt_mod.DS_TAG and (ds / "zero_to_fp32.py").is_file()
-    r = subprocess.run([sys.executable, "zero_to_fp32.py", ".", str(tmp_path / "fp32")], cwd=ds,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "zero_to_fp32.py", ".", str(tmp_path / "fp32")],
+        cwd=ds,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     out = torch.load(tmp_path / "fp32" / "pytorch_model.bin", weights_only=True)  # its default format
     for n, p in model.named_parameters():
@@ -319,28 +355,44 @@ def test_clipping_holds_the_norm(dist_world):
     assert engine.get_global_grad_norm() > 1.0  # reported norm is before clipping
     # first Adam step moves each weight by ~lr regardless of the norm, so check the clipped gradient
     # through the optimizer state: exp_avg = (1 - beta1) * clipped grad
-    groups = engine.optimizer.optimizer.param_groups if hasattr(engine.optimizer, "optimizer") else engine.optimizer.param_groups
+    groups = (
+        engine.optimizer.optimizer.param_groups
+        if hasattr(engine.optimizer, "optimizer")
+        else engine.optimizer.param_groups
+    )
     sq = 0.0
     for g in groups:
         for p in g["params"]:
-            st = engine.optimizer.optimizer.state[p] if hasattr(engine.optimizer, "optimizer") else engine.optimizer.state[p]
+            st = (
+                engine.optimizer.optimizer.state[p]
+                if hasattr(engine.optimizer, "optimizer")
+                else engine.optimizer.state[p]
+            )
             sq += float((st["exp_avg"] / 0.1).pow(2).sum())
     assert math.sqrt(sq) == pytest.approx(1e-3, rel=1e-3)
     assert any(not torch.equal(p, w0[n]) for n, p in model.named_parameters())
 
 
-@pytest.mark.parametrize("override,message", [
-    ("deepspeed.zero_stage=4", "deepspeed.zero_stage: must be 1, 2 or 3"),
-    ("training.learnig_rate=1", "did you mean 'learning_rate'"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("deepspeed.zero_stage=4", "deepspeed.zero_stage: must be 1, 2 or 3"),
+        ("training.learnig_rate=1", "did you mean 'learning_rate'"),
+    ],
+)
 def test_cli_config_error_is_one_line_exit_2(tmp_path, override, message):
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-    p = subprocess.run([sys.executable, "launch/train.py", "--config", "tiny", f"training.output_dir={tmp_path}",
-                        override], capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "launch/train.py", "--config", "tiny", f"training.output_dir={tmp_path}", override],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert p.returncode == 2
     lines = [x for x in p.stderr.splitlines() if x.startswith("error:")]
     assert len(lines) == 1 and message in lines[0], p.stderr[-2000:]

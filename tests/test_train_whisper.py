@@ -1,5 +1,6 @@
 """A tiny run with the Whisper encoder family through the real trainer: it trains, exports, and the
 export reloads, reproduces the live model and transcribes (files, through speechlm.transcribe)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,9 @@ STEPS = 25
 
 
 def test_whisper_run_trains_exports_reloads_and_transcribes(tmp_path, synthetic_shards):
-    trainer = run(tmp_path, "whisper", synthetic_shards, "model.audio_model_id=tiny/whisper",
-                  "model.projector_pool_stride=2")
+    trainer = run(
+        tmp_path, "whisper", synthetic_shards, "model.audio_model_id=tiny/whisper", "model.projector_pool_stride=2"
+    )
     assert trainer.model.family.name == "whisper"
     loss = losses(metrics(trainer.run_dir))
     assert sorted(loss) == list(range(1, STEPS + 1))

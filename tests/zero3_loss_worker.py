@@ -2,6 +2,7 @@
 head (frozen, or with `tied` tied to a trained embedding), a different number of label tokens per
 rank (so a different number of chunks), loss + backward + step.
 Prints the rank's loss and its hidden-state gradient norm as JSON."""
+
 import json
 import sys
 
@@ -32,10 +33,14 @@ def main():
     if not tied:  # production: a frozen head (LoRA all-linear leaves it out, embeddings frozen)
         model.lm_head.requires_grad_(False)
         model.embed.requires_grad_(False)
-    cfg = {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0},
-           "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": True}}}
-    engine, *_ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters() if p.requires_grad],
-                                      config=cfg)
+    cfg = {
+        "train_micro_batch_size_per_gpu": 1,
+        "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0},
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": True}},
+    }
+    engine, *_ = deepspeed.initialize(
+        model=model, model_parameters=[p for p in model.parameters() if p.requires_grad], config=cfg
+    )
     assert hasattr(engine.module.lm_head.weight, "ds_id")
     n = 10 if rank == 0 else 3  # chunks of 4: 3 on rank 0, 1 on rank 1
     g = torch.Generator().manual_seed(rank)

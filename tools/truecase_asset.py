@@ -16,6 +16,7 @@ Usage (the pickle is only read with a restricted unpickler that maps FreqDist to
     pip download --no-deps truecase==0.0.14 -d /tmp/tc && unzip -o -q /tmp/tc/truecase-*.whl -d /tmp/tc
     python tools/truecase_asset.py /tmp/tc/truecase/data/english.dist speechlm/assets/truecaser_en.model.gz
 """
+
 from __future__ import annotations
 
 import gzip

@@ -3,6 +3,7 @@
 schema.py holds the dataclasses and their cross-field checks; loader.py reads and composes recipes,
 applies overrides and type-checks every key. Import from here: `from speechlm.config import ...`.
 """
+
 from speechlm.config.loader import (
     PACKAGE_RECIPES,
     REPO_ROOT,
@@ -26,7 +27,21 @@ from speechlm.config.schema import (
 )
 
 __all__ = [
-    "PACKAGE_RECIPES", "REPO_ROOT", "build", "cli_errors", "dump", "find_recipe", "load", "load_tree",
-    "parse_override", "to_dict",
-    "Config", "ConfigError", "DataConfig", "DataSet", "DeepSpeedConfig", "ModelConfig", "TrainingConfig",
+    "PACKAGE_RECIPES",
+    "REPO_ROOT",
+    "build",
+    "cli_errors",
+    "dump",
+    "find_recipe",
+    "load",
+    "load_tree",
+    "parse_override",
+    "to_dict",
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "DataSet",
+    "DeepSpeedConfig",
+    "ModelConfig",
+    "TrainingConfig",
 ]

@@ -5,6 +5,7 @@ uniformly. Everything is off unless `enabled: true`. `validate(prefix)` checks v
 folders (noise, RIRs) and the codecs are checked by `speechlm.data.augment.Augmenter`, which the
 trainer builds before any process group starts.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -113,8 +114,11 @@ class AugmentConfig:
         _range(f"{prefix}.gain.db", self.gain.db)
         _range(f"{prefix}.clipping.level", self.clipping.level, low=0.0, high=1.0, strict=True)
         _range(f"{prefix}.codec.compression", self.codec.compression, low=0.0, high=1.0)
-        for key, seq in ((f"{prefix}.noise.colors", self.noise.colors), (f"{prefix}.codec.formats", self.codec.formats),
-                         (f"{prefix}.bandlimit.sample_rates", self.bandlimit.sample_rates)):
+        for key, seq in (
+            (f"{prefix}.noise.colors", self.noise.colors),
+            (f"{prefix}.codec.formats", self.codec.formats),
+            (f"{prefix}.bandlimit.sample_rates", self.bandlimit.sample_rates),
+        ):
             if not seq:
                 raise ConfigError(f"{key}: empty (give at least one, or set the transform's prob to 0)")
         for i, r in enumerate(self.bandlimit.sample_rates):
@@ -132,8 +136,11 @@ class AugmentConfig:
         if not self.enabled:
             return []
         out = ["speed"] if self.speed.prob > 0 and any(f != 1.0 for f in self.speed.factors) else []
-        out += [f.name for f in fields(self) if f.name not in ("enabled", "speed", "spec")
-                and getattr(self, f.name).prob > 0]
+        out += [
+            f.name
+            for f in fields(self)
+            if f.name not in ("enabled", "speed", "spec") and getattr(self, f.name).prob > 0
+        ]
         if self.spec.time_masks or self.spec.freq_masks:
             out.append("spec")
         return out
@@ -151,5 +158,14 @@ def _range(key: str, r: list[float], low: float | None = None, high: float | Non
         raise ConfigError(f"{key}: must be <= {high}, got {hi}")
 
 
-__all__ = ["AugmentConfig", "BandLimitAugment", "ClipAugment", "CodecAugment", "GainAugment", "NoiseAugment",
-           "ReverbAugment", "SpecAugmentConfig", "SpeedAugment"]
+__all__ = [
+    "AugmentConfig",
+    "BandLimitAugment",
+    "ClipAugment",
+    "CodecAugment",
+    "GainAugment",
+    "NoiseAugment",
+    "ReverbAugment",
+    "SpecAugmentConfig",
+    "SpeedAugment",
+]

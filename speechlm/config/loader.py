@@ -5,6 +5,7 @@ extends; `--experiment NAME` overlays `experiments/NAME.yaml`; `a.b=value` overr
 Every key is checked against the dataclass schema, and a user mistake raises ConfigError naming
 the key, the file it came from and the nearest valid key, so CLIs can print one line and exit 2.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -125,7 +126,9 @@ def _index(seq: list, p: str, key: str, name: str) -> int:
     i = int(p) if re.fullmatch(r"-?[0-9]+", p) else None
     if i is None or not 0 <= i < len(seq):
         what = f"'{p}' is not an index" if i is None else f"index {i} out of range"
-        raise ConfigError(f"override '{key}': {what}, {name} is a list of {len(seq)} element{'' if len(seq) == 1 else 's'}")
+        raise ConfigError(
+            f"override '{key}': {what}, {name} is a list of {len(seq)} element{'' if len(seq) == 1 else 's'}"
+        )
     return i
 
 
@@ -165,11 +168,19 @@ def _coerce(tp, value, key: str, origin: dict):
     if org is Literal:
         if value in args:
             return value
-        raise ConfigError(f"{key}: must be one of {', '.join(map(repr, args))}, got {value!r}{_nearest(str(value), map(str, args))}{_where(key, origin)}")
+        raise ConfigError(
+            f"{key}: must be one of {', '.join(map(repr, args))}, got {value!r}{_nearest(str(value), map(str, args))}{_where(key, origin)}"  # noqa: E501
+        )
     if org is list:
-        if isinstance(value, dict) and value and all(isinstance(k, str) and re.fullmatch(r"-?[0-9]+", k) for k in value):
+        if (
+            isinstance(value, dict)
+            and value
+            and all(isinstance(k, str) and re.fullmatch(r"-?[0-9]+", k) for k in value)
+        ):
             # an override indexed into a list that only the schema default holds, not a recipe
-            raise ConfigError(f"{key}: no recipe sets this list, so an override cannot index into it; give the whole list ({key}=[...])")
+            raise ConfigError(
+                f"{key}: no recipe sets this list, so an override cannot index into it; give the whole list ({key}=[...])"  # noqa: E501
+            )
         if not isinstance(value, list):
             raise bad
         return [_coerce(args[0], v, f"{key}[{i}]", origin) for i, v in enumerate(value)] if args else value
@@ -233,7 +244,8 @@ def build(schema, raw: dict, origin: dict | None = None, prefix: str = ""):
             raise ConfigError(f"unknown key '{key}'{where}{_nearest(str(k), names)}")
         kwargs[k] = _coerce(hints[k], v, key, origin)
     missing = [
-        f.name for f in dataclasses.fields(schema)
+        f.name
+        for f in dataclasses.fields(schema)
         if f.name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
     if missing:

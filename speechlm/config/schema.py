@@ -2,6 +2,7 @@
 
 ConfigError lives in errors.py (re-exported here) because validate() and augment.py raise it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -154,35 +155,52 @@ class Config:
         """Cross-field checks that need no files or models, so every CLI fails in seconds, not after
         a model is built (`load` calls this). File-backed checks (ds JSON, shards) live with their readers."""
         t, d, m = self.training, self.data, self.model
-        positive = {"training.gradient_accumulation_steps": t.gradient_accumulation_steps,
-                    "training.per_device_eval_batch_size": t.per_device_eval_batch_size,
-                    "data.prefetch_factor": d.prefetch_factor, "data.shuffle_shards_per_block": d.shuffle_shards_per_block,
-                    "model.projector_pool_stride": m.projector_pool_stride, "model.projector_hidden_dim": m.projector_hidden_dim,
-                    "training.max_nonfinite_in_a_row": t.max_nonfinite_in_a_row,
-                    "data.io_timeout_s": d.io_timeout_s, "data.cache_max_gb": d.cache_max_gb}
+        positive = {
+            "training.gradient_accumulation_steps": t.gradient_accumulation_steps,
+            "training.per_device_eval_batch_size": t.per_device_eval_batch_size,
+            "data.prefetch_factor": d.prefetch_factor,
+            "data.shuffle_shards_per_block": d.shuffle_shards_per_block,
+            "model.projector_pool_stride": m.projector_pool_stride,
+            "model.projector_hidden_dim": m.projector_hidden_dim,
+            "training.max_nonfinite_in_a_row": t.max_nonfinite_in_a_row,
+            "data.io_timeout_s": d.io_timeout_s,
+            "data.cache_max_gb": d.cache_max_gb,
+        }
         if m.use_lora if t.use_lora is None else t.use_lora:
             positive["model.lora_rank"] = m.lora_rank
         if t.per_device_train_batch_size == "auto":
             if d.batching != "clips":
-                raise ConfigError("training.per_device_train_batch_size=auto: needs data.batching=clips "
-                                  "(with batching=seconds, data.batch_seconds sets the micro batch)")
+                raise ConfigError(
+                    "training.per_device_train_batch_size=auto: needs data.batching=clips "
+                    "(with batching=seconds, data.batch_seconds sets the micro batch)"
+                )
             if t.gradient_accumulation_steps != 1:
-                raise ConfigError("training.gradient_accumulation_steps: chosen by per_device_train_batch_size=auto "
-                                  f"(got {t.gradient_accumulation_steps}); leave it at 1, or give a number batch size")
+                raise ConfigError(
+                    "training.gradient_accumulation_steps: chosen by per_device_train_batch_size=auto "
+                    f"(got {t.gradient_accumulation_steps}); leave it at 1, or give a number batch size"
+                )
             positive["training.clips_per_step_per_device"] = t.clips_per_step_per_device
         elif d.batching == "clips":
             positive["training.per_device_train_batch_size"] = t.per_device_train_batch_size
         else:
             positive["data.batch_seconds"] = d.batch_seconds
-        non_negative = {"training.learning_rate": t.learning_rate, "training.decoder_learning_rate": t.decoder_learning_rate,
-                        "training.encoder_learning_rate": t.encoder_learning_rate, "training.warmup_steps": t.warmup_steps,
-                        "training.ctc_warmup_steps": t.ctc_warmup_steps,
-                        "training.eval_transcribe_clips": t.eval_transcribe_clips,
-                        "training.weight_decay": t.weight_decay, "training.max_grad_norm": t.max_grad_norm,
-                        "training.eval_steps": t.eval_steps, "training.save_steps": t.save_steps,
-                        "training.logging_steps": t.logging_steps, "data.num_workers": d.num_workers,
-                        "data.max_eval_samples_per_dataset": d.max_eval_samples_per_dataset,
-                        "data.io_retries": d.io_retries, "data.io_backoff_s": d.io_backoff_s}
+        non_negative = {
+            "training.learning_rate": t.learning_rate,
+            "training.decoder_learning_rate": t.decoder_learning_rate,
+            "training.encoder_learning_rate": t.encoder_learning_rate,
+            "training.warmup_steps": t.warmup_steps,
+            "training.ctc_warmup_steps": t.ctc_warmup_steps,
+            "training.eval_transcribe_clips": t.eval_transcribe_clips,
+            "training.weight_decay": t.weight_decay,
+            "training.max_grad_norm": t.max_grad_norm,
+            "training.eval_steps": t.eval_steps,
+            "training.save_steps": t.save_steps,
+            "training.logging_steps": t.logging_steps,
+            "data.num_workers": d.num_workers,
+            "data.max_eval_samples_per_dataset": d.max_eval_samples_per_dataset,
+            "data.io_retries": d.io_retries,
+            "data.io_backoff_s": d.io_backoff_s,
+        }
         for key, v in positive.items():
             if not v > 0:
                 raise ConfigError(f"{key}: must be > 0, got {v}")
@@ -191,11 +209,15 @@ class Config:
                 raise ConfigError(f"{key}: must be >= 0, got {v}")
         if t.bf16 and m.model_dtype != "bfloat16":
             # DeepSpeed's bf16 mode stores every parameter in bf16 (trainables keep fp32 masters in the optimizer)
-            raise ConfigError(f"model.model_dtype: training.bf16=true trains in DeepSpeed's bf16 mode, which stores "
-                              f"the model in bfloat16; got {m.model_dtype!r} (set model.model_dtype=bfloat16, or "
-                              f"training.bf16=false model.model_dtype=float32 for fp32)")
+            raise ConfigError(
+                f"model.model_dtype: training.bf16=true trains in DeepSpeed's bf16 mode, which stores "
+                f"the model in bfloat16; got {m.model_dtype!r} (set model.model_dtype=bfloat16, or "
+                f"training.bf16=false model.model_dtype=float32 for fp32)"
+            )
         if t.max_steps <= 0 and not t.num_train_epochs > 0:
-            raise ConfigError(f"training.num_train_epochs: must be > 0 when training.max_steps <= 0, got {t.num_train_epochs}")
+            raise ConfigError(
+                f"training.num_train_epochs: must be > 0 when training.max_steps <= 0, got {t.num_train_epochs}"
+            )
         if not (0 <= t.adam_beta1 < 1 and 0 <= t.adam_beta2 < 1):
             raise ConfigError(f"training.adam_beta1/adam_beta2: must be in [0, 1), got {t.adam_beta1}, {t.adam_beta2}")
         d.augment.validate("data.augment")

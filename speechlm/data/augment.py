@@ -14,6 +14,7 @@ before any process group, so a missing or empty folder is a ConfigError naming t
 that will not decode at training time is a counted, logged skip: that clip gets generated noise
 (or a synthetic RIR) from the same draws, so the result is still deterministic.
 """
+
 from __future__ import annotations
 
 import copy
@@ -90,6 +91,7 @@ def _power(x: np.ndarray) -> float:
 
 # ---------------------------------------------------------------------------------- transforms
 
+
 def speed(wave: np.ndarray, factor: float) -> np.ndarray:
     """Play `factor` times as fast (pitch moves with it, as sox's `speed`): len(wave) / factor samples."""
     if factor == 1.0:
@@ -114,7 +116,7 @@ def coloured_noise(n: int, color: str, rng: np.random.Generator) -> np.ndarray:
 def cyclic(a: np.ndarray, start: int, n: int) -> np.ndarray:
     """n samples of `a` from `start`, wrapping around (a periodic signal continues seamlessly)."""
     start %= len(a)
-    out = a[start:start + n]
+    out = a[start : start + n]
     return out if len(out) == n else np.concatenate([out, np.resize(a, n - len(out))])
 
 
@@ -146,19 +148,19 @@ def fft_convolve(x: np.ndarray, h: np.ndarray) -> np.ndarray:
     step = size - m + 1
     nb = -(-len(x) // step)
     blocks = np.zeros((nb, step), dtype=np.float32)
-    blocks.reshape(-1)[:len(x)] = x
+    blocks.reshape(-1)[: len(x)] = x
     parts = np.fft.irfft(np.fft.rfft(blocks, size, axis=1) * np.fft.rfft(h, size), size, axis=1)
     out = np.zeros(nb * step + size, dtype=np.float64)
     for i in range(nb):
-        out[i * step:i * step + size] += parts[i]
-    return out[:len(x)]
+        out[i * step : i * step + size] += parts[i]
+    return out[: len(x)]
 
 
 def reverberate(wave: np.ndarray, rir: np.ndarray) -> np.ndarray:
     """Convolve with `rir`, aligned at its strongest tap (the direct path), cut to the input's length,
     at the input's level."""
     rir = np.asarray(rir, dtype=np.float32)
-    out = fft_convolve(wave, rir[int(np.argmax(np.abs(rir))):])
+    out = fft_convolve(wave, rir[int(np.argmax(np.abs(rir))) :])
     ps, po = _power(wave), _power(out)
     return (out * np.sqrt(ps / po) if po > 0 else out).astype(np.float32)
 
@@ -185,8 +187,9 @@ def codec(wave: np.ndarray, name: str, compression: float) -> np.ndarray:
     return _fit(audio_io.to_mono_16k(out, sr), len(wave))
 
 
-def spec_masks(feats: torch.Tensor, frames: int, rng: np.random.Generator, cfg, frames_per_second: float,
-               num_mel_bins: int) -> torch.Tensor:
+def spec_masks(
+    feats: torch.Tensor, frames: int, rng: np.random.Generator, cfg, frames_per_second: float, num_mel_bins: int
+) -> torch.Tensor:
     """SpecAugment on one clip's features [T, F] (first `frames` real), in place: `cfg.time_masks` spans of
     up to time_mask_max_s, `cfg.freq_masks` bands of up to freq_mask_max_bins mel bins. F holds blocks
     of num_mel_bins (Granite: mel and delta of two stacked frames), so a band masks the same bins in
@@ -198,7 +201,7 @@ def spec_masks(feats: torch.Tensor, frames: int, rng: np.random.Generator, cfg, 
     for _ in range(cfg.time_masks):
         w = int(rng.integers(0, max_t + 1))
         t0 = int(rng.integers(0, max(1, frames - w + 1)))
-        feats[t0:t0 + w] = fill
+        feats[t0 : t0 + w] = fill
     blocks = feats.shape[-1] // num_mel_bins
     for _ in range(cfg.freq_masks):
         w = int(rng.integers(0, min(cfg.freq_mask_max_bins, num_mel_bins) + 1))
@@ -210,6 +213,7 @@ def spec_masks(feats: torch.Tensor, frames: int, rng: np.random.Generator, cfg, 
 
 
 # ---------------------------------------------------------------------------------- folders
+
 
 def list_audio(folder: str | None, key: str) -> list[str]:
     """Sorted audio files under `folder` (recursively), or a ConfigError naming `key`."""
@@ -229,8 +233,9 @@ def check_codecs(formats: list[str], key: str) -> None:
         fmt, sub = CODECS[name]
         if sub not in sf.available_subtypes(fmt):
             has = ", ".join(n for n, (f, s) in CODECS.items() if s in sf.available_subtypes(f)) or "no lossy codec"
-            raise ConfigError(f"{key}[{i}]: this machine's libsndfile ({sf.__libsndfile_version__}) cannot write "
-                              f"{name}; it has {has}")
+            raise ConfigError(
+                f"{key}[{i}]: this machine's libsndfile ({sf.__libsndfile_version__}) cannot write {name}; it has {has}"
+            )
 
 
 class Augmenter:
@@ -348,15 +353,31 @@ class Augmenter:
                 try:
                     self._rirs[i] = audio_io.load(self.rir_files[i])
                 except (audio_io.AudioError, OSError) as e:
-                    self._skip("bad_rir_files",
-                               f"RIR file {self.rir_files[i]} is unusable ({e}): synthetic RIRs instead")
+                    self._skip(
+                        "bad_rir_files", f"RIR file {self.rir_files[i]} is unusable ({e}): synthetic RIRs instead"
+                    )
                     self._rirs[i] = None  # remembered, so it is logged once per worker
             if self._rirs[i] is not None:
                 return self._rirs[i]
         # synthetic, from this clip's draws (never from a cache another clip filled)
-        return synthetic_rir(r["reverb"], r.uniform("reverb", 1, self.cfg.reverb.rt60_s),
-                             r.uniform("reverb", 2, self.cfg.reverb.drr_db))
+        return synthetic_rir(
+            r["reverb"], r.uniform("reverb", 1, self.cfg.reverb.rt60_s), r.uniform("reverb", 2, self.cfg.reverb.drr_db)
+        )
 
 
-__all__ = ["Augmenter", "ClipDraws", "bandlimit", "clip_peaks", "codec", "coloured_noise",
-           "cyclic", "fft_convolve", "list_audio", "mix_at_snr", "reverberate", "spec_masks", "speed", "synthetic_rir"]
+__all__ = [
+    "Augmenter",
+    "ClipDraws",
+    "bandlimit",
+    "clip_peaks",
+    "codec",
+    "coloured_noise",
+    "cyclic",
+    "fft_convolve",
+    "list_audio",
+    "mix_at_snr",
+    "reverberate",
+    "spec_masks",
+    "speed",
+    "synthetic_rir",
+]

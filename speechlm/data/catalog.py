@@ -1,6 +1,7 @@
 """The shard sets a loader reads, from their manifests alone: every shard's file, clip ids and
 durations, numbered globally (a clip's `gid`). A set's path is a folder or a URL (speechlm.data.remote).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,9 +35,7 @@ class Catalog:
     def __post_init__(self):
         sizes = np.array([len(s.ids) for s in self.shards], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self.durations = (
-            np.concatenate([s.durations for s in self.shards]) if self.shards else np.zeros(0)
-        )
+        self.durations = np.concatenate([s.durations for s in self.shards]) if self.shards else np.zeros(0)
 
     @property
     def num_clips(self) -> int:
@@ -54,7 +53,8 @@ class Catalog:
         """Per shard of one set, the gids of its clips."""
         return [
             np.arange(self.offsets[i], self.offsets[i + 1])
-            for i, s in enumerate(self.shards) if s.set_index == set_index
+            for i, s in enumerate(self.shards)
+            if s.set_index == set_index
         ]
 
 
@@ -72,8 +72,9 @@ def load_catalog(paths: list[str], splits: list[str], what: str = "data.train", 
         for sh in splits_[split]["shards"]:
             ids, durs = list(sh["ids"]), np.asarray(sh["durations"], dtype=np.float64)
             if len(ids) != len(durs):
-                raise ConfigError(f"{what}[{k}]: {mpath} lists {len(ids)} ids but {len(durs)} durations "
-                                  f"for {sh['file']}")
+                raise ConfigError(
+                    f"{what}[{k}]: {mpath} lists {len(ids)} ids but {len(durs)} durations for {sh['file']}"
+                )
             empty_ok = bool(manifest.get("sources", {}).get(sh.get("source"), {}).get("keep_empty", False))
             shards.append(Shard(remote.join(path, sh["file"]), ids, durs, k, empty_ok))
     return Catalog(shards, [str(p) for p in paths])
@@ -98,9 +99,9 @@ def _fetch_manifest(url: str, key: str, io_) -> bytes:
     try:
         return remote.read_bytes(remote.join(url, "manifest.json"), io_ or remote.DEFAULT)
     except FileNotFoundError as e:
-        raise ConfigError(f"{key}: {e} (a shard set at a URL is never built by the trainer: build it with "
-                          "python -m speechlm.shard and upload the whole folder)") from None
+        raise ConfigError(
+            f"{key}: {e} (a shard set at a URL is never built by the trainer: build it with "
+            "python -m speechlm.shard and upload the whole folder)"
+        ) from None
     except (ImportError, ValueError) as e:  # fsspec: an unknown protocol, or its package (gcsfs...) missing
         raise ConfigError(f"{key}: cannot open '{url}': {e}") from None
-
-

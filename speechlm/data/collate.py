@@ -6,6 +6,7 @@ but the target.
 The encoder family (speechlm.model.encoders) gives the features and the placeholder count.
 It runs inside DataLoader workers, so it must pickle (a tokenizer and a family do).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,9 @@ IGNORE = -100
 
 
 class Collator:
-    def __init__(self, tokenizer, *, prompt: str, audio_token: str, family, pool_stride: int,
-                 system_prompt: str | None = None):
+    def __init__(
+        self, tokenizer, *, prompt: str, audio_token: str, family, pool_stride: int, system_prompt: str | None = None
+    ):
         self.tokenizer = tokenizer
         self.prompt = prompt
         self.system_prompt = system_prompt
@@ -42,14 +44,21 @@ class Collator:
             from speechlm.model.encoders import family_for  # data's one upward import: the encoder's features
 
             family = family_for(m.audio_model_id, m.trust_remote_code)
-        return cls(tokenizer, prompt=m.prompt, audio_token=m.audio_token, family=family,
-                   pool_stride=m.projector_pool_stride, system_prompt=m.system_prompt)
+        return cls(
+            tokenizer,
+            prompt=m.prompt,
+            audio_token=m.audio_token,
+            family=family,
+            pool_stride=m.projector_pool_stride,
+            system_prompt=m.system_prompt,
+        )
 
     def prompt_ids(self, n_audio: int) -> list[int]:
         ids = self._prompts.get(n_audio)
         if ids is None:
-            ids = self._prompts[n_audio] = text.prompt_ids(self.tokenizer, n_audio, self.prompt, self.audio_token,
-                                                                   self.system_prompt)
+            ids = self._prompts[n_audio] = text.prompt_ids(
+                self.tokenizer, n_audio, self.prompt, self.audio_token, self.system_prompt
+            )
         return ids
 
     @property

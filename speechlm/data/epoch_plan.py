@@ -24,6 +24,7 @@ counts (step 3), then steps 4-5 as usual, freshly seeded. Every clip of the
 epoch is then seen exactly once across the interruption, and every rank again runs the same
 number of steps.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -103,7 +104,7 @@ def split_even(units: list[np.ndarray], G: int) -> list[list[np.ndarray]]:
     cuts = np.linspace(0, len(every), G + 1).round().astype(np.int64)
     streams = []
     for j in range(G):
-        mine, owner = every[cuts[j]:cuts[j + 1]], unit_of[cuts[j]:cuts[j + 1]]
+        mine, owner = every[cuts[j] : cuts[j + 1]], unit_of[cuts[j] : cuts[j + 1]]
         streams.append([mine[owner == u] for u in np.unique(owner)])
     return streams
 
@@ -148,7 +149,7 @@ def stream_blocks(
     """Blocks of one stream; rng=None keeps the clip order (eval), else shuffles and buckets."""
     blocks = []
     for b in range(0, len(units), max(1, shards_per_block)):
-        gids = np.concatenate(units[b:b + shards_per_block])
+        gids = np.concatenate(units[b : b + shards_per_block])
         if rng is not None:
             gids = gids[rng.permutation(len(gids))]
         # stable sort: equal durations keep the shuffled order
@@ -184,13 +185,27 @@ class EpochPlan:
 
     @property
     def clips(self) -> int:
-        return int(sum(len(b) for ranks in self.workers for blocks in ranks for blk in blocks
-                       for b in blk.batches if b is not PAD))
+        return int(
+            sum(
+                len(b)
+                for ranks in self.workers
+                for blocks in ranks
+                for blk in blocks
+                for b in blk.batches
+                if b is not PAD
+            )
+        )
 
     def consumed(self, steps: int) -> np.ndarray:
         """The clips (gids, with repeats) that the first `steps` steps of every rank batch."""
-        got = [b for ranks in self.workers for blocks in ranks for blk in blocks
-               for s, b in zip(blk.steps, blk.batches) if s < steps and b is not PAD]
+        got = [
+            b
+            for ranks in self.workers
+            for blocks in ranks
+            for blk in blocks
+            for s, b in zip(blk.steps, blk.batches)
+            if s < steps and b is not PAD
+        ]
         return np.concatenate(got) if got else np.zeros(0, dtype=np.int64)
 
 
@@ -240,16 +255,18 @@ def plan_epoch(
     """The epoch's plan for this layout; `done` lists earlier layouts of the same epoch, oldest
     first, as (world_size, num_workers, steps run): their clips are left out (elastic resume)."""
     units = epoch_units(catalog, weights, seed, epoch)
-    opts = dict(seed=seed, epoch=epoch, shards_per_block=shards_per_block, batch_size=batch_size,
-                batch_seconds=batch_seconds)
+    opts = dict(
+        seed=seed, epoch=epoch, shards_per_block=shards_per_block, batch_size=batch_size, batch_seconds=batch_seconds
+    )
     for k, (ws, nw, steps) in enumerate(done):
         earlier = _plan_units(catalog, units, world_size=int(ws), num_workers=int(nw), segment=k, **opts)
         units = _without(units, earlier.consumed(int(steps)), catalog.num_clips)
     return _plan_units(catalog, units, world_size=world_size, num_workers=num_workers, segment=len(done), **opts)
 
 
-def _plan_units(catalog, units, *, seed, epoch, world_size, num_workers, shards_per_block, batch_size,
-                batch_seconds, segment) -> EpochPlan:
+def _plan_units(
+    catalog, units, *, seed, epoch, world_size, num_workers, shards_per_block, batch_size, batch_seconds, segment
+) -> EpochPlan:
     workers = max(1, num_workers)
     G = world_size * workers
     # an epoch's rest holds partly read shards of any size: whole ones would leave ranks uneven
@@ -257,8 +274,14 @@ def _plan_units(catalog, units, *, seed, epoch, world_size, num_workers, shards_
     # segment 0 is the ordinary plan; a re-plan of an epoch's rest shuffles afresh
     key = (seed, epoch, 3) if segment == 0 else (seed, epoch, 3, segment)
     per_stream = [
-        stream_blocks(catalog, streams[j], shards_per_block=shards_per_block, batch_size=batch_size,
-                      batch_seconds=batch_seconds, rng=_rng(*key[:3], j, *key[3:]))
+        stream_blocks(
+            catalog,
+            streams[j],
+            shards_per_block=shards_per_block,
+            batch_size=batch_size,
+            batch_seconds=batch_seconds,
+            rng=_rng(*key[:3], j, *key[3:]),
+        )
         for j in range(G)
     ]
     return _finish(per_stream, world_size, workers, epoch, units)
@@ -279,12 +302,17 @@ def _without(units: list[np.ndarray], taken: np.ndarray, num_clips: int) -> list
     occurrence[order] = np.arange(len(ranked)) - first[group]
     keep = occurrence >= owed[every]
     bounds = np.cumsum([0] + [len(u) for u in units])
-    rest = [u[keep[bounds[i]:bounds[i + 1]]] for i, u in enumerate(units)]
+    rest = [u[keep[bounds[i] : bounds[i + 1]]] for i, u in enumerate(units)]
     return [u for u in rest if len(u)]
 
 
 def plan_eval(
-    catalog: Catalog, *, max_per_set: int, world_size: int, num_workers: int, batch_size: int,
+    catalog: Catalog,
+    *,
+    max_per_set: int,
+    world_size: int,
+    num_workers: int,
+    batch_size: int,
 ) -> EpochPlan:
     """The first `max_per_set` clips of each set (manifest order), split over ranks and workers,
     sorted by duration into batches; no shuffling, so every evaluation sees the same batches."""
@@ -302,8 +330,11 @@ def plan_eval(
         mine = every[j::G]
         shard_ix = catalog.shard_of(mine)
         units = [mine[shard_ix == s] for s in np.unique(shard_ix)]
-        per_stream.append(stream_blocks(catalog, units, shards_per_block=max(1, len(units)),
-                                        batch_size=batch_size, batch_seconds=0.0, rng=None))
+        per_stream.append(
+            stream_blocks(
+                catalog, units, shards_per_block=max(1, len(units)), batch_size=batch_size, batch_seconds=0.0, rng=None
+            )
+        )
     return _finish(per_stream, world_size, workers, 0, [every] if len(every) else [])
 
 

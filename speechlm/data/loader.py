@@ -13,6 +13,7 @@ Each rank builds the same plan (speechlm.data.epoch_plan) and runs its own part 
 whose workers collate (features + tokens) in parallel. Batches come out in plan order: a small
 reorder buffer undoes any difference between workers' arrival order and step order.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -40,8 +41,13 @@ SHM_DIR = Path("/dev/shm")
 def largest_batch_seconds(catalog: Catalog, worker_blocks: list[list[Block]], stretch: float = 1.0) -> float:
     """Padded audio seconds (clips x the longest) of the largest batch these workers will collate;
     `stretch`: how much longer augmentation can make a clip (speed perturbation below 1)."""
-    sizes = [len(b) * float(catalog.durations[b].max()) for blocks in worker_blocks for blk in blocks
-             for b in blk.batches if b is not PAD and len(b)]
+    sizes = [
+        len(b) * float(catalog.durations[b].max())
+        for blocks in worker_blocks
+        for blk in blocks
+        for b in blk.batches
+        if b is not PAD and len(b)
+    ]
     return max(sizes, default=0.0) * stretch
 
 
@@ -61,33 +67,42 @@ def check_shared_memory(num_workers: int, prefetch_factor: int, batch_bytes: flo
             f"data.num_workers={num_workers} x data.prefetch_factor={prefetch_factor} keep up to "
             f"{need / 2**20:.0f} MiB of batches in shared memory, but {shm_dir} has {free / 2**20:.0f} MiB free "
             "(DataLoader workers would hang): give the container more (docker run --shm-size=16g), or lower "
-            "data.num_workers (0 collates in the trainer), data.prefetch_factor or the batch size")
+            "data.num_workers (0 collates in the trainer), data.prefetch_factor or the batch size"
+        )
 
 
-def _check_workers(catalog: Catalog, worker_blocks, collator, num_workers: int, prefetch_factor: int,
-                   stretch: float = 1.0) -> None:
+def _check_workers(
+    catalog: Catalog, worker_blocks, collator, num_workers: int, prefetch_factor: int, stretch: float = 1.0
+) -> None:
     per_second = getattr(collator, "bytes_per_audio_second", 0)
     largest = largest_batch_seconds(catalog, worker_blocks, stretch)
     check_shared_memory(num_workers, prefetch_factor, largest * per_second)
 
 
-def check_clip_limit(catalog: Catalog, sets: list[DataSet], limit: float | None, family: str, what: str,
-                     stretch: float = 1.0) -> None:
+def check_clip_limit(
+    catalog: Catalog, sets: list[DataSet], limit: float | None, family: str, what: str, stretch: float = 1.0
+) -> None:
     """Refuse, before any step, a shard set whose longest clip (from its manifest, times `stretch`: the
     slowest speed perturbation) is longer than the encoder takes (`limit` seconds: the encoder family's
     max_seconds, e.g. Whisper's 30 s)."""
     if not limit:
         return
     for k, ds in enumerate(sets):
-        longest = max((float(sh.durations.max()) for sh in catalog.shards if sh.set_index == k and len(sh.durations)),
-                      default=0.0)
+        longest = max(
+            (float(sh.durations.max()) for sh in catalog.shards if sh.set_index == k and len(sh.durations)), default=0.0
+        )
         if longest * stretch > limit:
-            slowed = (f" ({longest * stretch:.2f} s after data.augment.speed.factors slows them by {stretch:.3g}x)"
-                      if stretch != 1.0 else "")
-            raise ConfigError(f"{what}[{k}]: shard set {ds.path} (split {ds.split}) has clips up to "
-                              f"{longest:.2f} s{slowed}, "
-                              f"longer than the {family} encoder's {limit:g} s limit; re-shard it with a lower "
-                              f"maximum duration or choose another model.audio_model_id")
+            slowed = (
+                f" ({longest * stretch:.2f} s after data.augment.speed.factors slows them by {stretch:.3g}x)"
+                if stretch != 1.0
+                else ""
+            )
+            raise ConfigError(
+                f"{what}[{k}]: shard set {ds.path} (split {ds.split}) has clips up to "
+                f"{longest:.2f} s{slowed}, "
+                f"longer than the {family} encoder's {limit:g} s limit; re-shard it with a lower "
+                f"maximum duration or choose another model.audio_model_id"
+            )
 
 
 def check_sets_for_encoder(cfg, family) -> None:
@@ -102,6 +117,8 @@ def check_sets_for_encoder(cfg, family) -> None:
 
 def _collator_limit(collator) -> tuple[float | None, str]:
     return getattr(collator, "max_seconds", None), getattr(getattr(collator, "family", None), "name", "audio")
+
+
 def _ignore_stop_signals(_worker_id: int) -> None:
     """DataLoader workers leave SIGTERM / SIGUSR1 to the trainer. Slurm (scancel, requeue) and
     `kill -- -PGID` signal every process of the job: a worker that died of it took the trainer down
@@ -111,12 +128,18 @@ def _ignore_stop_signals(_worker_id: int) -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
-def _batches(dataset: PlanDataset, num_workers: int, prefetch_factor: int, first: int,
-             stats: Counter) -> Iterator[tuple[int, dict]]:
+def _batches(
+    dataset: PlanDataset, num_workers: int, prefetch_factor: int, first: int, stats: Counter
+) -> Iterator[tuple[int, dict]]:
     if num_workers > 0:
-        dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=num_workers,
-                                         prefetch_factor=prefetch_factor, persistent_workers=False,
-                                         worker_init_fn=_ignore_stop_signals)
+        dl = torch.utils.data.DataLoader(
+            dataset,
+            batch_size=None,
+            num_workers=num_workers,
+            prefetch_factor=prefetch_factor,
+            persistent_workers=False,
+            worker_init_fn=_ignore_stop_signals,
+        )
     else:
         dl = dataset
     it = iter(dl)
@@ -149,10 +172,22 @@ def _batches(dataset: PlanDataset, num_workers: int, prefetch_factor: int, first
 
 
 class TrainLoader:
-    def __init__(self, sets: list[DataSet], collator, *, batch_size: int = 0, batch_seconds: float = 0.0,
-                 rank: int = 0, world_size: int = 1, num_workers: int = 2, seed: int = 44,
-                 shuffle_shards_per_block: int = 4, prefetch_factor: int = 2, remote_io: RemoteIO | None = None,
-                 augment: Augmenter | None = None):
+    def __init__(
+        self,
+        sets: list[DataSet],
+        collator,
+        *,
+        batch_size: int = 0,
+        batch_seconds: float = 0.0,
+        rank: int = 0,
+        world_size: int = 1,
+        num_workers: int = 2,
+        seed: int = 44,
+        shuffle_shards_per_block: int = 4,
+        prefetch_factor: int = 2,
+        remote_io: RemoteIO | None = None,
+        augment: Augmenter | None = None,
+    ):
         if not sets:
             raise ConfigError("data.train: no shard sets given")
         if batch_size <= 0 and batch_seconds <= 0:
@@ -187,22 +222,38 @@ class TrainLoader:
         by_seconds = d.batching == "seconds"
         if by_seconds and d.batch_seconds <= 0:
             raise ConfigError("data.batch_seconds: must be > 0 with data.batching=seconds")
-        return cls(d.train, collator, batch_size=t.per_device_train_batch_size,
-                   batch_seconds=d.batch_seconds if by_seconds else 0.0, rank=rank, world_size=world_size,
-                   num_workers=d.num_workers, seed=t.seed, shuffle_shards_per_block=d.shuffle_shards_per_block,
-                   prefetch_factor=d.prefetch_factor, remote_io=RemoteIO.from_config(d),
-                   augment=Augmenter(d.augment, seed=t.seed) if d.augment.enabled else None)
+        return cls(
+            d.train,
+            collator,
+            batch_size=t.per_device_train_batch_size,
+            batch_seconds=d.batch_seconds if by_seconds else 0.0,
+            rank=rank,
+            world_size=world_size,
+            num_workers=d.num_workers,
+            seed=t.seed,
+            shuffle_shards_per_block=d.shuffle_shards_per_block,
+            prefetch_factor=d.prefetch_factor,
+            remote_io=RemoteIO.from_config(d),
+            augment=Augmenter(d.augment, seed=t.seed) if d.augment.enabled else None,
+        )
 
     # ------------------------------------------------------------------ plan
 
     def plan(self, epoch: int | None = None) -> EpochPlan:
         epoch = self.epoch if epoch is None else epoch
         if self._plan is None or self._plan.epoch != epoch:
-            self._plan = plan_epoch(self.catalog, self.weights, seed=self.seed, epoch=epoch,
-                                    world_size=self.world_size, num_workers=self.num_workers,
-                                    shards_per_block=self.block, batch_size=self.batch_size,
-                                    batch_seconds=self.batch_seconds,
-                                    done=self.done if epoch == self.epoch else ())
+            self._plan = plan_epoch(
+                self.catalog,
+                self.weights,
+                seed=self.seed,
+                epoch=epoch,
+                world_size=self.world_size,
+                num_workers=self.num_workers,
+                shards_per_block=self.block,
+                batch_size=self.batch_size,
+                batch_seconds=self.batch_seconds,
+                done=self.done if epoch == self.epoch else (),
+            )
         return self._plan
 
     @property
@@ -237,9 +288,14 @@ class TrainLoader:
     # ------------------------------------------------------------------ state
 
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "step_in_epoch": self.step_in_epoch, "seed": self.seed,
-                "world_size": self.world_size, "num_workers": self.num_workers,
-                "done": [list(d) for d in self.done]}
+        return {
+            "epoch": self.epoch,
+            "step_in_epoch": self.step_in_epoch,
+            "seed": self.seed,
+            "world_size": self.world_size,
+            "num_workers": self.num_workers,
+            "done": [list(d) for d in self.done],
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.epoch, self.step_in_epoch = int(state["epoch"]), int(state["step_in_epoch"])
@@ -252,10 +308,17 @@ class TrainLoader:
                 self.done.append((*layout, self.step_in_epoch))
             self._plan = None
             rest = self.plan()
-            log.warning("elastic resume: epoch %d was run by %d ranks x %d workers up to step %d; its remaining "
-                        "%d clips are planned again for %d ranks x %d workers (%d steps per rank)",
-                        self.epoch, *layout, self.step_in_epoch, rest.clips, self.world_size, self.num_workers,
-                        rest.steps)
+            log.warning(
+                "elastic resume: epoch %d was run by %d ranks x %d workers up to step %d; its remaining "
+                "%d clips are planned again for %d ranks x %d workers (%d steps per rank)",
+                self.epoch,
+                *layout,
+                self.step_in_epoch,
+                rest.clips,
+                self.world_size,
+                self.num_workers,
+                rest.steps,
+            )
             self.step_in_epoch = 0
         self._plan = None
 
@@ -265,11 +328,24 @@ class TrainLoader:
         plan = self.plan()
         start = self.step_in_epoch
         if start < plan.steps:
-            _check_workers(self.catalog, plan.workers[self.rank], self.collator, self.num_workers, self.prefetch_factor,
-                           self.stretch)
-            ds = PlanDataset(self.catalog, plan.workers[self.rank], plan.pad_gid, self.collator, start_step=start,
-                             io_=self.remote_io, augment=self.augment and self.augment.reseeded(self.seed),
-                             epoch=self.epoch)
+            _check_workers(
+                self.catalog,
+                plan.workers[self.rank],
+                self.collator,
+                self.num_workers,
+                self.prefetch_factor,
+                self.stretch,
+            )
+            ds = PlanDataset(
+                self.catalog,
+                plan.workers[self.rank],
+                plan.pad_gid,
+                self.collator,
+                start_step=start,
+                io_=self.remote_io,
+                augment=self.augment and self.augment.reseeded(self.seed),
+                epoch=self.epoch,
+            )
             for step, batch in _batches(ds, self.num_workers, self.prefetch_factor, start, self.stats):
                 self.step_in_epoch = step + 1
                 yield batch
@@ -281,9 +357,20 @@ class EvalLoader:
     """The held-out split: the first `max_samples_per_set` clips of each set, the same every time,
     spread equally over ranks (ranks short of batches get weight-0 padding batches)."""
 
-    def __init__(self, sets: list[DataSet], collator, *, batch_size: int, max_samples_per_set: int = 200,
-                 rank: int = 0, world_size: int = 1, num_workers: int = 0, prefetch_factor: int = 2,
-                 remote_io: RemoteIO | None = None, what: str = "data.eval"):
+    def __init__(
+        self,
+        sets: list[DataSet],
+        collator,
+        *,
+        batch_size: int,
+        max_samples_per_set: int = 200,
+        rank: int = 0,
+        world_size: int = 1,
+        num_workers: int = 0,
+        prefetch_factor: int = 2,
+        remote_io: RemoteIO | None = None,
+        what: str = "data.eval",
+    ):
         if batch_size <= 0:
             raise ConfigError("training.per_device_eval_batch_size: must be > 0")
         self.remote_io = remote_io or RemoteIO()
@@ -292,15 +379,27 @@ class EvalLoader:
         self.collator, self.rank, self.num_workers = collator, rank, num_workers
         self.prefetch_factor = prefetch_factor
         self.stats: Counter = Counter()
-        self.plan = plan_eval(self.catalog, max_per_set=max_samples_per_set, world_size=world_size,
-                              num_workers=num_workers, batch_size=batch_size)
+        self.plan = plan_eval(
+            self.catalog,
+            max_per_set=max_samples_per_set,
+            world_size=world_size,
+            num_workers=num_workers,
+            batch_size=batch_size,
+        )
 
     @classmethod
     def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> EvalLoader:
-        return cls(cfg.data.eval, collator, batch_size=cfg.training.per_device_eval_batch_size,
-                   max_samples_per_set=cfg.data.max_eval_samples_per_dataset, rank=rank,
-                   world_size=world_size, num_workers=cfg.data.num_workers, prefetch_factor=cfg.data.prefetch_factor,
-                   remote_io=RemoteIO.from_config(cfg.data))
+        return cls(
+            cfg.data.eval,
+            collator,
+            batch_size=cfg.training.per_device_eval_batch_size,
+            max_samples_per_set=cfg.data.max_eval_samples_per_dataset,
+            rank=rank,
+            world_size=world_size,
+            num_workers=cfg.data.num_workers,
+            prefetch_factor=cfg.data.prefetch_factor,
+            remote_io=RemoteIO.from_config(cfg.data),
+        )
 
     def __len__(self) -> int:
         return self.plan.steps

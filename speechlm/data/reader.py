@@ -11,6 +11,7 @@ is missing, or a clip that won't decode is dropped from its batch, counted and l
 empty becomes a weight-0 batch. Shards at a URL are opened by speechlm.data.remote; storage that
 stays unreachable through its retries raises `StorageError`, which does stop training.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -53,8 +54,9 @@ def _url_opener(data, handler, io_: remote.RemoteIO):
             break
 
 
-def read_members(files: list[str], wanted: set[str], stats: Counter,
-                 io_: remote.RemoteIO = remote.DEFAULT) -> dict[str, dict]:
+def read_members(
+    files: list[str], wanted: set[str], stats: Counter, io_: remote.RemoteIO = remote.DEFAULT
+) -> dict[str, dict]:
     """{id: {"flac": bytes, "json": bytes}} for the `wanted` ids found in the tar `files`.
 
     Stops reading a shard once everything wanted from it is in hand. Errors (missing file, truncated
@@ -90,9 +92,17 @@ def read_members(files: list[str], wanted: set[str], stats: Counter,
 class PlanDataset(torch.utils.data.IterableDataset):
     """Batches of one rank for one epoch: yields (step, batch) with batch from `collator`."""
 
-    def __init__(self, catalog: Catalog, worker_blocks: list[list[Block]], pad_gid: int,
-                 collator: Callable, start_step: int = 0, io_: remote.RemoteIO = remote.DEFAULT,
-                 augment: Augmenter | None = None, epoch: int = 0):
+    def __init__(
+        self,
+        catalog: Catalog,
+        worker_blocks: list[list[Block]],
+        pad_gid: int,
+        collator: Callable,
+        start_step: int = 0,
+        io_: remote.RemoteIO = remote.DEFAULT,
+        augment: Augmenter | None = None,
+        epoch: int = 0,
+    ):
         self.catalog = catalog
         # training only (EvalLoader passes none): each clip's draws come from (seed, epoch, clip id)
         self.augment = augment if augment is not None and augment.enabled else None
@@ -185,8 +195,9 @@ class PlanDataset(torch.utils.data.IterableDataset):
             return {"id": clip_id, "text": str(meta["text"]), "audio": wave}
         except (audio_io.AudioError, ValueError, KeyError, TypeError) as e:
             stats["bad_clips"] += 1
-            log.warning("clip %s in %s is unusable (%s): dropped from its batch", clip_id,
-                        self.catalog.shards[s].file, e)
+            log.warning(
+                "clip %s in %s is unusable (%s): dropped from its batch", clip_id, self.catalog.shards[s].file, e
+            )
             return None
 
     def _spec(self, batch: dict) -> None:

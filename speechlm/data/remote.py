@@ -13,6 +13,7 @@ chain elsewhere; AWS_ENDPOINT_URL points s3:// at another S3-compatible server),
 config, so they are never saved with a run. Shards at a URL are treated as immutable: the cache
 keys on the URL alone.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,8 +63,13 @@ class RemoteIO:
 
     @classmethod
     def from_config(cls, d) -> RemoteIO:
-        return cls(retries=d.io_retries, timeout_s=d.io_timeout_s, backoff_s=d.io_backoff_s,
-                   cache_dir=d.cache_dir or None, cache_bytes=int(d.cache_max_gb * 2**30))
+        return cls(
+            retries=d.io_retries,
+            timeout_s=d.io_timeout_s,
+            backoff_s=d.io_backoff_s,
+            cache_dir=d.cache_dir or None,
+            cache_bytes=int(d.cache_max_gb * 2**30),
+        )
 
 
 DEFAULT = RemoteIO()
@@ -84,8 +90,13 @@ def _filesystem(url: str, io_: RemoteIO):
 
         opts = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=None, connect=t, sock_connect=t, sock_read=t)}}
     elif protocol in ("s3", "s3a"):
-        opts = {"config_kwargs": {"connect_timeout": t, "read_timeout": t,
-                                  "retries": {"mode": "standard", "max_attempts": 1}}}
+        opts = {
+            "config_kwargs": {
+                "connect_timeout": t,
+                "read_timeout": t,
+                "retries": {"mode": "standard", "max_attempts": 1},
+            }
+        }
     else:
         opts = {}
     fs, path = fsspec.core.url_to_fs(url, **opts)
@@ -132,8 +143,11 @@ def _status(exn: BaseException) -> int | None:
     """The HTTP status of a failed request, where the error carries one (aiohttp, botocore)."""
     status = getattr(exn, "status", None) or getattr(exn, "code", None)
     if status is None:
-        status = (getattr(exn, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode") \
-            if isinstance(getattr(exn, "response", None), dict) else None
+        status = (
+            (getattr(exn, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if isinstance(getattr(exn, "response", None), dict)
+            else None
+        )
     return status if isinstance(status, int) else None
 
 
@@ -151,11 +165,20 @@ class _Retry:
             self.t0 = time.monotonic()
         self.attempt += 1
         if self.attempt > self.io.retries:
-            raise StorageError(f"{self.url}: storage unreachable while {self.what}, after {self.attempt} attempts over "
-                               f"{time.monotonic() - self.t0:.1f} s (last error: {type(exn).__name__}: {exn})") from exn
+            raise StorageError(
+                f"{self.url}: storage unreachable while {self.what}, after {self.attempt} attempts over "
+                f"{time.monotonic() - self.t0:.1f} s (last error: {type(exn).__name__}: {exn})"
+            ) from exn
         wait = min(30.0, self.io.backoff_s * 2 ** (self.attempt - 1)) * random.uniform(0.75, 1.25)
-        log.warning("%s: %s while %s; retry %d/%d in %.1f s", self.url, f"{type(exn).__name__}: {exn}", self.what,
-                    self.attempt, self.io.retries, wait)
+        log.warning(
+            "%s: %s while %s; retry %d/%d in %.1f s",
+            self.url,
+            f"{type(exn).__name__}: {exn}",
+            self.what,
+            self.attempt,
+            self.io.retries,
+            wait,
+        )
         time.sleep(wait)
 
     def succeeded(self) -> None:
@@ -288,8 +311,9 @@ def cached(url: str, io_: RemoteIO) -> str | None:
                     break
                 out.write(chunk)
                 if io_.cache_bytes and out.tell() > io_.cache_bytes:
-                    log.warning("%s is larger than the shard cache (%d bytes): streamed, not cached", url,
-                                io_.cache_bytes)
+                    log.warning(
+                        "%s is larger than the shard cache (%d bytes): streamed, not cached", url, io_.cache_bytes
+                    )
                     return None
         os.replace(tmp, dest)
     finally:
@@ -322,5 +346,16 @@ def evict(root: Path, cap: int, keep: Path | None = None) -> int:
     return freed
 
 
-__all__ = ["DEFAULT", "RemoteIO", "ResilientReader", "StorageError", "cached", "evict", "is_url", "join",
-           "open_shard", "read_bytes", "transient"]
+__all__ = [
+    "DEFAULT",
+    "RemoteIO",
+    "ResilientReader",
+    "StorageError",
+    "cached",
+    "evict",
+    "is_url",
+    "join",
+    "open_shard",
+    "read_bytes",
+    "transient",
+]

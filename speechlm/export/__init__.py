@@ -14,6 +14,7 @@ peft installed:
     model = AutoModel.from_pretrained(folder, trust_remote_code=True); model.transcribe([wave])
     pipeline("automatic-speech-recognition", model=folder, trust_remote_code=True)("talk.flac")
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,14 @@ AUTO_MAP = {
     "AutoModel": "modeling_speechlm.SpeechLMForASR",
     "AutoFeatureExtractor": "feature_extraction_speechlm.SpeechLMFeatureExtractor",
 }
-CUSTOM_PIPELINES = {"automatic-speech-recognition": {
-    "impl": "pipeline_speechlm.SpeechLMASRPipeline", "pt": ["AutoModel"], "tf": [], "type": "audio"}}
+CUSTOM_PIPELINES = {
+    "automatic-speech-recognition": {
+        "impl": "pipeline_speechlm.SpeechLMASRPipeline",
+        "pt": ["AutoModel"],
+        "tf": [],
+        "type": "audio",
+    }
+}
 
 
 def _jsonable(obj):
@@ -99,9 +106,13 @@ def write_export(model, out, merge_lora: bool = False, card: dict | None = None)
     hf.model.decoder.tie_weights() if hasattr(hf.model.decoder, "tie_weights") else None
     hf.save_pretrained(out, safe_serialization=True)
     model.tokenizer.save_pretrained(out)
-    fe = {"feature_extractor_type": "SpeechLMFeatureExtractor", "encoder_family": model.family.name,
-          "features": model.features.to_dict(), "sampling_rate": 16000,
-          "auto_map": {"AutoFeatureExtractor": AUTO_MAP["AutoFeatureExtractor"]}}
+    fe = {
+        "feature_extractor_type": "SpeechLMFeatureExtractor",
+        "encoder_family": model.family.name,
+        "features": model.features.to_dict(),
+        "sampling_rate": 16000,
+        "auto_map": {"AutoFeatureExtractor": AUTO_MAP["AutoFeatureExtractor"]},
+    }
     (out / "preprocessor_config.json").write_text(json.dumps(fe, indent=2) + "\n")
     if merge_lora:
         # a plain causal LM for serving engines: they take it with the projected audio as prompt embeddings

@@ -11,6 +11,7 @@ Every generated file is checked before it is written: it must parse, and it may 
 standard library, torch, numpy, transformers, peft and its siblings (transformers' remote-code
 loader refuses a file that imports a package the environment lacks, even inside a function).
 """
+
 from __future__ import annotations
 
 import ast
@@ -28,15 +29,20 @@ CORE = [
     ("speechlm.model.projector", ["pooled_length", "Projector"]),
     ("speechlm.model.encoders.base", ["conv_output_length", "LogMelFeatures", "EncoderFamily"]),
     ("speechlm.model.loss", ["TokenLoss"]),
-    ("speechlm.model.encoders.granite", ["compute_deltas", "num_feature_frames", "GraniteFeatures",
-                                         "GraniteSpeech5Family"]),
+    (
+        "speechlm.model.encoders.granite",
+        ["compute_deltas", "num_feature_frames", "GraniteFeatures", "GraniteSpeech5Family"],
+    ),
     ("speechlm.model.encoders.whisper", ["WhisperFeatures", "VarLenWhisperEncoder", "WhisperFamily"]),
     ("speechlm.model.speechlm", ["Output", "SpeechLM"]),
 ]
 # methods an exported model never runs: training (the export passes its own TokenLoss: no loss kernels
 # travel) and the tiny-twin builders of the test suite
-DROP_METHODS = {"SpeechLM": {"forward", "parameter_groups", "parameter_table", "dtypes"},
-                "GraniteSpeech5Family": {"build_tiny"}, "WhisperFamily": {"build_tiny"}}
+DROP_METHODS = {
+    "SpeechLM": {"forward", "parameter_groups", "parameter_table", "dtypes"},
+    "GraniteSpeech5Family": {"build_tiny"},
+    "WhisperFamily": {"build_tiny"},
+}
 VERBATIM = {"speechlm_text.py": "speechlm.text", "speechlm_longform.py": "speechlm.longform"}
 
 HEADER = '''\
@@ -66,10 +72,10 @@ SAMPLE_RATE = 16000
 
 
 '''
-FOOTER = '''
+FOOTER = """
 
 FAMILIES = {family.name: family for family in (GraniteSpeech5Family, WhisperFamily)}
-'''
+"""
 
 
 def _segment(module, name: str) -> str:
@@ -110,8 +116,10 @@ def check_imports(source: str, filename: str) -> None:
         for n in names:
             root = n.split(".")[0]
             if root not in ALLOWED_ROOTS and root not in sys.stdlib_module_names:
-                raise ValueError(f"{filename}: imports {n}, which an export can't carry (allowed: the standard "
-                                 f"library, {', '.join(sorted(ALLOWED_ROOTS))} and sibling files)")
+                raise ValueError(
+                    f"{filename}: imports {n}, which an export can't carry (allowed: the standard "
+                    f"library, {', '.join(sorted(ALLOWED_ROOTS))} and sibling files)"
+                )
 
 
 def core_source() -> str:

@@ -4,6 +4,7 @@ Builds the configured model on the meta device (no weights, no downloads: hub id
 the local cache fall back to the bundled configs in speechlm/model/configs/) and prints parameter
 counts per part: encoder, projector, decoder, LoRA.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,14 +31,21 @@ def meta_counts(cfg: C.Config) -> dict:
     n_enc = sum(p.numel() for p in encoder.parameters())
     counts["encoder"] = (n_enc, n_enc if trainable["encoder"] else 0)
     with torch.device("meta"):
-        proj = Projector(family.hidden_size, text_config(decoder.config).hidden_size,
-                         mcfg.projector_hidden_dim, mcfg.projector_pool_stride)
+        proj = Projector(
+            family.hidden_size,
+            text_config(decoder.config).hidden_size,
+            mcfg.projector_hidden_dim,
+            mcfg.projector_pool_stride,
+        )
     n_proj = sum(p.numel() for p in proj.parameters())
     counts["projector"] = (n_proj, n_proj if trainable["projector"] else 0)
     n_dec = sum(p.numel() for p in decoder.parameters())
     n_emb = decoder.get_input_embeddings().weight.numel()
-    dec_train = n_dec - (0 if trainable["embed_tokens"] else n_emb) if trainable["decoder"] else (
-        n_emb if trainable["embed_tokens"] else 0)
+    dec_train = (
+        n_dec - (0 if trainable["embed_tokens"] else n_emb)
+        if trainable["decoder"]
+        else (n_emb if trainable["embed_tokens"] else 0)
+    )
     counts["decoder"] = (n_dec, dec_train)
     n_lora = 0
     if trainable["lora"]:
@@ -59,9 +67,11 @@ def main(argv=None) -> None:
         ap.error("nothing to do: pass --count")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     cfg = C.load(C.Config, args.config, args.experiment, args.overrides)
-    print(f"encoder {cfg.model.audio_model_id} | decoder {cfg.model.text_model_id} | "
-          f"projector hidden {cfg.model.projector_hidden_dim} stride {cfg.model.projector_pool_stride} | "
-          f"LoRA r{cfg.model.lora_rank}/alpha{cfg.model.lora_alpha} {cfg.model.lora_target_modules}")
+    print(
+        f"encoder {cfg.model.audio_model_id} | decoder {cfg.model.text_model_id} | "
+        f"projector hidden {cfg.model.projector_hidden_dim} stride {cfg.model.projector_pool_stride} | "
+        f"LoRA r{cfg.model.lora_rank}/alpha{cfg.model.lora_alpha} {cfg.model.lora_target_modules}"
+    )
     print(format_table(meta_counts(cfg)))
 
 

@@ -1,4 +1,5 @@
 """build_model(cfg): load the parts, apply freeze flags and LoRA, attach the loss, calibrate the projector."""
+
 from __future__ import annotations
 
 import logging
@@ -49,8 +50,11 @@ def make_loss(tcfg: TrainingConfig) -> TokenLoss:
 
 def lora_config(mcfg: ModelConfig):
     return LoraConfig(
-        r=mcfg.lora_rank, lora_alpha=mcfg.lora_alpha, lora_dropout=mcfg.lora_dropout,
-        target_modules=mcfg.lora_target_modules, task_type="CAUSAL_LM",
+        r=mcfg.lora_rank,
+        lora_alpha=mcfg.lora_alpha,
+        lora_dropout=mcfg.lora_dropout,
+        target_modules=mcfg.lora_target_modules,
+        task_type="CAUSAL_LM",
     )
 
 
@@ -80,8 +84,9 @@ def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict, family) 
         family.hidden_size, dec_cfg.hidden_size, mcfg.projector_hidden_dim, mcfg.projector_pool_stride
     ).to(parts.DTYPES[mcfg.projector_dtype])
     projector.requires_grad_(trainable["projector"])
-    model = SpeechLM(mcfg, encoder, projector, decoder, tokenizer, family, trainable, bf16=tcfg.bf16,
-                     loss=make_loss(tcfg))
+    model = SpeechLM(
+        mcfg, encoder, projector, decoder, tokenizer, family, trainable, bf16=tcfg.bf16, loss=make_loss(tcfg)
+    )
     if tcfg.gradient_checkpointing:
         # non-reentrant: gradients reach LoRA and the projector even though the frozen embedding's
         # output does not require grad (pitfall 11)
@@ -138,6 +143,11 @@ def calibrate(model: SpeechLM, waves: list[np.ndarray] | None = None) -> dict:
     factor = text_rms / max(audio_rms, 1e-12)
     model.projector.rescale_output(factor)
     model.calibration = {"source": source, "audio_rms_before": audio_rms, "text_rms": text_rms, "factor": factor}
-    log.info("projector calibration (%s): audio RMS %.4g -> text-embedding RMS %.4g (x%.4g)",
-             source, audio_rms, text_rms, factor)
+    log.info(
+        "projector calibration (%s): audio RMS %.4g -> text-embedding RMS %.4g (x%.4g)",
+        source,
+        audio_rms,
+        text_rms,
+        factor,
+    )
     return model.calibration

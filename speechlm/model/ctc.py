@@ -9,6 +9,7 @@ does the like). A step costs the encoder, the projector and one [frames x vocabu
 the demo's shape a fraction of an LM step (docs/benchmarks.md). `training.ctc_warmup_steps` runs
 the first steps of a run with this loss alone.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -46,8 +47,15 @@ def ctc_loss(model, input_features, feature_mask, labels, weight=None):
     targets = transcript_targets(labels)
     target_lengths = torch.tensor([len(t) for t in targets], device=logp.device)
     flat = torch.cat(targets) if targets else torch.zeros(0, dtype=torch.long)
-    per_clip = F.ctc_loss(logp, flat.to(logp.device), lengths.to(logp.device), target_lengths,
-                          blank=model.audio_token_id, reduction="none", zero_infinity=True)
+    per_clip = F.ctc_loss(
+        logp,
+        flat.to(logp.device),
+        lengths.to(logp.device),
+        target_lengths,
+        blank=model.audio_token_id,
+        reduction="none",
+        zero_infinity=True,
+    )
     per_clip = per_clip / target_lengths.clamp_min(1)
     w = torch.ones_like(per_clip) if weight is None else weight.to(per_clip.device, torch.float32)
     num = w.sum()

@@ -7,6 +7,7 @@ second, so the budget is `tokens_per_second * seconds + margin` per clip (at mos
 `max_new_tokens`), and a row whose last tokens repeat one n-gram `loop_min_repeats` times stops
 there and keeps one copy of it.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,7 @@ def loop_at(tokens: list[int], max_ngram: int, min_repeats: int) -> tuple[int, i
             break
         unit = tokens[-n:]
         reps = 1
-        while len(tokens) >= n * (reps + 1) and tokens[len(tokens) - n * (reps + 1): len(tokens) - n * reps] == unit:
+        while len(tokens) >= n * (reps + 1) and tokens[len(tokens) - n * (reps + 1) : len(tokens) - n * reps] == unit:
             reps += 1
         if reps >= min_repeats:
             return n, len(tokens) - n * reps
@@ -52,7 +53,7 @@ class TokenBudget(StoppingCriteria):
         if self.start is None:  # first call: one new token has been appended to the prompt (if any)
             self.start = input_ids.shape[1] - 1
         done = (input_ids.shape[1] - self.start) >= self.budgets.to(input_ids.device)
-        ended = (input_ids[:, self.start:] == self.eos_id).any(-1)
+        ended = (input_ids[:, self.start :] == self.eos_id).any(-1)
         for i in (done & ~ended).nonzero().flatten().tolist():
             self.hit[i] = True
         return done
@@ -77,7 +78,7 @@ class LoopStop(StoppingCriteria):
         if self.start is None:
             self.start = input_ids.shape[1] - 1
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        new = input_ids[:, self.start:].tolist()
+        new = input_ids[:, self.start :].tolist()
         for i, row in enumerate(new):
             if self.cut[i] is not None:
                 done[i] = True

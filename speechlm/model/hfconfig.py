@@ -1,5 +1,6 @@
 """transformers configs of model ids without any download, with the bundled real configs
 (speechlm/model/configs/) as an optional fallback for shapes-only uses."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ def load_config(model_id: str, trust_remote_code: bool = False, allow_bundled: b
     except (OSError, ValueError) as e:
         bundled = bundled_config_path(model_id)
         if not (allow_bundled and bundled.is_file()):
-            raise ConfigError(f"can't read the config of '{model_id}' locally ({type(e).__name__}) "
-                              "and none is bundled") from None
+            raise ConfigError(
+                f"can't read the config of '{model_id}' locally ({type(e).__name__}) and none is bundled"
+            ) from None
         d = {k: v for k, v in json.loads(bundled.read_text()).items() if not k.startswith("_")}
         log.info("%s: not available locally, using the bundled config %s", model_id, bundled.name)
         return AutoConfig.for_model(d.pop("model_type"), **d)

@@ -7,6 +7,7 @@
 The builders are tooling, not part of the model: they are looked up by module name in BUILDERS
 when an id of their kind is used, so no core module imports them.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -20,5 +21,5 @@ def resolve(model_id: str) -> str:
     if isinstance(model_id, str):
         for prefix, module in BUILDERS.items():
             if model_id.startswith(prefix):
-                return str(importlib.import_module(module).ensure(model_id[len(prefix):]))
+                return str(importlib.import_module(module).ensure(model_id[len(prefix) :]))
     return model_id

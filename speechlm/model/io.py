@@ -9,6 +9,7 @@ Layout of an export dir:
   tokenizer/                 the tokenizer with the audio token
 Under ZeRO-3 every rank must call save_pretrained (parameters are gathered collectively); rank 0 writes.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,7 +30,9 @@ FORMAT = 1
 
 
 def _rank() -> int:
-    return torch.distributed.get_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else 0
+    return (
+        torch.distributed.get_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else 0
+    )
 
 
 def _gathered(params):
@@ -82,7 +85,10 @@ def save_pretrained(model, path) -> None:
         with _gathered([p for n, p in model.decoder.named_parameters() if "lora_" in n]):
             # peft names the adapter's tensors like the module's state dict, minus the adapter name
             state = {k: masters.get(k, v) for k, v in model.decoder.state_dict().items()}
-            adapter = {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(model.decoder, state_dict=state).items()}
+            adapter = {
+                k: v.detach().cpu().clone()
+                for k, v in get_peft_model_state_dict(model.decoder, state_dict=state).items()
+            }
     if t["decoder"]:
         # the full decoder, in HF form; under peft there is none (refused at build)
         decoder = _state(base)
@@ -142,9 +148,12 @@ def from_pretrained(path, device=None, trust_remote_code: bool = False):
     tokenizer = text.load_tokenizer(str(path / "tokenizer"), mcfg.audio_token)
     # rebuild the same structure, then load the trained weights into it
     tcfg = TrainingConfig(
-        freeze_audio_encoder=not t["encoder"], freeze_projector=not t["projector"],
-        freeze_language_model=not t["decoder"], freeze_text_embed_tokens=not t["embed_tokens"],
-        use_lora=False, bf16=meta.get("bf16", True),
+        freeze_audio_encoder=not t["encoder"],
+        freeze_projector=not t["projector"],
+        freeze_language_model=not t["decoder"],
+        freeze_text_embed_tokens=not t["embed_tokens"],
+        use_lora=False,
+        bf16=meta.get("bf16", True),
     )
     # parts are frozen for inference; LoRA comes from the saved adapter, not a fresh one
     frozen = {k: False for k in t}

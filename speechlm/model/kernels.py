@@ -8,6 +8,7 @@ causal_conv1d) and keeps the result in its closure, or falls back to the torch r
 read that closure, so the report is what transformers resolved, not a guess from pip metadata
 (an installed fla that fails to import, e.g. without triton, is reported as the torch path).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -61,7 +62,8 @@ def fallback_kernels(module_name: str) -> dict[str, dict[str, bool | str]]:
             continue
         impl = env["implementation"]
         found.setdefault(env["package"], {})[env["func_name"]] = (
-            getattr(impl, "__module__", "?") if env["is_new_implementation"] else False)
+            getattr(impl, "__module__", "?") if env["is_new_implementation"] else False
+        )
     return found
 
 
@@ -96,11 +98,15 @@ def kernel_report(model, device: torch.device | str) -> KernelReport:
         if device.type == "cuda" and not all((kernels.get("fla") or {"": False}).values()):
             warnings.append(
                 f"{cfg.model_type}'s linear-attention layers run transformers' torch reference kernels on CUDA "
-                f"(several times slower, far more activation memory): install them with `{INSTALL_COMMAND}`")
+                f"(several times slower, far more activation memory): install them with `{INSTALL_COMMAND}`"
+            )
     head = lm.get_output_embeddings()
     kind, why = fused_loss_kind(head, device)
-    loss = ("liger fused linear cross-entropy" if kind == "liger"
-            else f"chunked torch cross-entropy ({chunk_tokens(head_vocab(head))} label tokens per chunk; {why})")
+    loss = (
+        "liger fused linear cross-entropy"
+        if kind == "liger"
+        else f"chunked torch cross-entropy ({chunk_tokens(head_vocab(head))} label tokens per chunk; {why})"
+    )
     return KernelReport(attention, linear, conv, loss, warnings)
 
 

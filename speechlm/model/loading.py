@@ -17,6 +17,7 @@ once at info level: transformers drops some of them without a word.
 `speechlm.model.parts.preflight` runs the same loads on the meta device (no weights read, no memory), so the trainer
 refuses a bad checkpoint before it builds shards or touches a GPU.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -83,8 +84,13 @@ def checkpoint_tie_flag(raw: dict, config, ckpt_keys: list[str] | None = None) -
     if ckpt_keys is None:  # not safetensors: the text section, the more specific of the two
         return bool(sub[key])
     head = any(_norm(k).startswith("lm_head.") for k in ckpt_keys)
-    log.info("%s: the checkpoint's text config and top level disagree on tie_word_embeddings; it stores %s "
-             "output head, so tie_word_embeddings=%s", mtype, "an" if head else "no", not head)
+    log.info(
+        "%s: the checkpoint's text config and top level disagree on tie_word_embeddings; it stores %s "
+        "output head, so tie_word_embeddings=%s",
+        mtype,
+        "an" if head else "no",
+        not head,
+    )
     return not head
 
 
@@ -133,8 +139,9 @@ def checkpoint_keys(path: str) -> list[str] | None:
 
     def find(name):
         try:
-            return cached_file(path, name, _raise_exceptions_for_missing_entries=False,
-                               _raise_exceptions_for_connection_errors=False)
+            return cached_file(
+                path, name, _raise_exceptions_for_missing_entries=False, _raise_exceptions_for_connection_errors=False
+            )
         except OSError:
             return None
 
@@ -192,7 +199,8 @@ def check_loading_info(model, info: dict, part: str, path: str) -> None:
     if missing:
         raise ConfigError(
             f"{part} '{path}': {len(missing)} weight(s) missing from the checkpoint would be randomly "
-            f"initialized: {_first(missing)} (wrong checkpoint, or a damaged/partial download)")
+            f"initialized: {_first(missing)} (wrong checkpoint, or a damaged/partial download)"
+        )
     mismatched = info.get("mismatched_keys") or ()
     if mismatched:
         shown = _first(str(m[0]) if isinstance(m, (tuple, list)) else str(m) for m in mismatched)
@@ -221,7 +229,9 @@ def load_pretrained(cls, path: str, part: str, **kwargs):
     try:
         model, info = cls.from_pretrained(path, config=config, output_loading_info=True, **kwargs)
     except (OSError, ValueError) as e:
-        raise ConfigError(f"{part} '{path}': can't load: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        raise ConfigError(
+            f"{part} '{path}': can't load: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from None
     check_loading_info(model, info, part, path)
     if keys is not None:
         unused = unused_keys(model, keys)
@@ -242,7 +252,8 @@ def check_tokenizer(tok, decoder, model_id: str, audio_token: str = "<audio>") -
     if beyond:
         raise ConfigError(
             f"tokenizer of '{model_id}': {len(tok)} tokens but the decoder's embedding has {rows} rows "
-            f"(ids {beyond[0]}..{beyond[-1]} would index nothing): tokenizer and model don't belong together")
+            f"(ids {beyond[0]}..{beyond[-1]} would index nothing): tokenizer and model don't belong together"
+        )
     try:
         text.end_of_turn_id(tok)
     except ValueError as e:
@@ -254,5 +265,6 @@ def load_tokenizer(model_id: str, audio_token: str = "<audio>", trust_remote_cod
     try:
         return text.load_tokenizer(model_id, audio_token, trust_remote_code)
     except (OSError, ValueError, TypeError) as e:
-        raise ConfigError(f"tokenizer of '{model_id}': can't load: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-
+        raise ConfigError(
+            f"tokenizer of '{model_id}': can't load: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from None

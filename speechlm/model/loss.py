@@ -8,6 +8,7 @@ GiB at once (logits, their fp32 upcast, log-softmax, gradient). Here at most one
 logits is alive: the forward keeps only the per-token losses, the backward recomputes each
 chunk's logits (torch.utils.checkpoint), so peak memory is O(chunk x vocab).
 """
+
 from __future__ import annotations
 
 import functools
@@ -96,8 +97,9 @@ def _n_chunks(hidden: torch.Tensor, chunk: int, zero3: bool) -> int:
     return k
 
 
-def chunked_token_ce(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor,
-                     chunk: int | None = None) -> torch.Tensor:
+def chunked_token_ce(
+    head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor, chunk: int | None = None
+) -> torch.Tensor:
     """Per-token CE [N] (fp32) of `head(hidden)` [N, V] against `targets` [N], one chunk of rows at a time."""
     chunk = chunk or chunk_tokens(head_vocab(head))
     grad = torch.is_grad_enabled()
@@ -111,12 +113,14 @@ def chunked_token_ce(head: nn.Module, hidden: torch.Tensor, targets: torch.Tenso
     # mixes both (LoRA on lm_head) is not recomputed: its chunks keep their logits (unfused memory).
     recompute = grad and (not zero3 or not any(trains) and hidden.requires_grad or all(trains))
     if zero3 and grad and not recompute and any(trains):
-        _warn_once("ZeRO-3 with a partly trained LM head (LoRA on lm_head): the loss keeps every chunk's "
-                   "logits for the backward (unfused memory)")
+        _warn_once(
+            "ZeRO-3 with a partly trained LM head (LoRA on lm_head): the loss keeps every chunk's "
+            "logits for the backward (unfused memory)"
+        )
     reentrant = zero3 and not any(trains)
     out = []
     for i in range(_n_chunks(hidden, chunk, zero3)):
-        h, t = hidden[i * chunk:(i + 1) * chunk], targets[i * chunk:(i + 1) * chunk]
+        h, t = hidden[i * chunk : (i + 1) * chunk], targets[i * chunk : (i + 1) * chunk]
         # the chunk's inputs are views of `hidden`: nothing of size vocab is kept for the backward
         out.append(checkpoint(_chunk_ce, head, h, t, use_reentrant=reentrant) if recompute else _chunk_ce(head, h, t))
     return torch.cat(out)
@@ -136,8 +140,9 @@ def liger_token_ce(head: nn.Linear, hidden: torch.Tensor, targets: torch.Tensor)
     return LigerFusedLinearCrossEntropyLoss(reduction="none")(weight, hidden, targets, bias).float()
 
 
-def token_cross_entropy(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor,
-                        chunk: int | None = None) -> torch.Tensor:
+def token_cross_entropy(
+    head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor, chunk: int | None = None
+) -> torch.Tensor:
     """Per-token CE of the LM head over label positions, through the best kernel available."""
     kind, _ = fused_loss_kind(head, hidden.device)
     if kind == "liger" and hidden.shape[0] > 0:
@@ -181,8 +186,10 @@ class ChunkedCrossEntropy(TokenLoss):
         return min(label_tokens, chunk_tokens(vocab_size)) * vocab_size * LOGIT_BYTES[compute_bytes]
 
     def describe(self, vocab_size):
-        return (f"chunked torch cross-entropy, {chunk_tokens(vocab_size)} label tokens of logits "
-                "at a time (an upper bound for Liger's fused kernel)")
+        return (
+            f"chunked torch cross-entropy, {chunk_tokens(vocab_size)} label tokens of logits "
+            "at a time (an upper bound for Liger's fused kernel)"
+        )
 
 
 class FullCrossEntropy(TokenLoss):

@@ -4,6 +4,7 @@ no weights) and the build.
 
 Encoders load as their family says (speechlm.model.encoders); the decoder is any causal LM.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,14 +31,27 @@ def attn_implementation(requested: str) -> str:
 def load_encoder(family, model_id: str, dtype: torch.dtype):
     """The encoder of `model_id` as its family loads it: the family's class, config and key mapping."""
     attn = {"attn_implementation": family.attn_implementation} if family.attn_implementation else {}
-    enc = load_pretrained(family.pretrained_class, ids.resolve(model_id), "encoder", config=family.config,
-                          dtype=dtype, **attn, **family.load_kwargs)
+    enc = load_pretrained(
+        family.pretrained_class,
+        ids.resolve(model_id),
+        "encoder",
+        config=family.config,
+        dtype=dtype,
+        **attn,
+        **family.load_kwargs,
+    )
     return family.after_load(enc, dtype)
 
 
 def load_decoder(model_id: str, dtype: torch.dtype, attn: str, trust_remote_code: bool = False):
-    return load_pretrained(AutoModelForCausalLM, ids.resolve(model_id), "decoder", dtype=dtype,
-                           attn_implementation=attn, trust_remote_code=trust_remote_code)
+    return load_pretrained(
+        AutoModelForCausalLM,
+        ids.resolve(model_id),
+        "decoder",
+        dtype=dtype,
+        attn_implementation=attn,
+        trust_remote_code=trust_remote_code,
+    )
 
 
 def load_parts(mcfg, family, *, attn: str = "sdpa", meta: bool = False):
@@ -61,4 +75,3 @@ def meta_decoder(model_id: str, trust_remote_code: bool = False):
     cfg = text_config(load_config(model_id, trust_remote_code, allow_bundled=True))
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(cfg, trust_remote_code=trust_remote_code)
-

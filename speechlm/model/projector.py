@@ -1,4 +1,5 @@
 """Audio projector: stack k encoder frames, norm, Linear -> GELU -> Linear into the decoder's width."""
+
 from __future__ import annotations
 
 import torch

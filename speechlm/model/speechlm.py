@@ -3,6 +3,7 @@
 The modelling layer: this module imports torch, numpy, transformers (through speechlm.text) and its
 siblings only. Loading, building and saving live in the builders (build.py, parts.py, io.py).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,18 @@ class Output:
 
 
 class SpeechLM(nn.Module):
-    def __init__(self, cfg, encoder, projector: Projector, decoder, tokenizer,
-                 family, trainable: dict, bf16: bool = True, loss: TokenLoss | None = None):
+    def __init__(
+        self,
+        cfg,
+        encoder,
+        projector: Projector,
+        decoder,
+        tokenizer,
+        family,
+        trainable: dict,
+        bf16: bool = True,
+        loss: TokenLoss | None = None,
+    ):
         super().__init__()
         self.cfg = cfg
         self.encoder = encoder
@@ -114,7 +125,9 @@ class SpeechLM(nn.Module):
         """
         with self._autocast(input_ids.device):
             embeds = self.embed(input_ids, input_features, feature_mask)
-            hidden = self._base_lm().get_decoder()(inputs_embeds=embeds, attention_mask=attention_mask, use_cache=False)[0]
+            hidden = self._base_lm().get_decoder()(
+                inputs_embeds=embeds, attention_mask=attention_mask, use_cache=False
+            )[0]
         targets = labels[:, 1:]
         sel = targets != -100
         rows = torch.arange(labels.shape[0], device=labels.device)[:, None].expand_as(targets)[sel]
@@ -127,8 +140,9 @@ class SpeechLM(nn.Module):
             logits = self._base_lm().get_output_embeddings()(hidden)
         return logits, targets, rows
 
-    def forward(self, input_features, feature_mask, input_ids, attention_mask, labels, weight=None,
-                objective: str = "lm", **_) -> Output:
+    def forward(
+        self, input_features, feature_mask, input_ids, attention_mask, labels, weight=None, objective: str = "lm", **_
+    ) -> Output:
         if objective == "ctc":  # the projector warm start: no decoder forward (speechlm.model.ctc)
             from .ctc import ctc_loss  # training only: it may gather ZeRO-3 weights with deepspeed
 
@@ -147,19 +161,26 @@ class SpeechLM(nn.Module):
 
     # ------------------------------------------------------------------ inference
     @torch.no_grad()
-    def transcribe(self, waves: list[np.ndarray], max_new_tokens: int | None = None, num_beams: int = 1,
-                   details: bool = False) -> list:
+    def transcribe(
+        self, waves: list[np.ndarray], max_new_tokens: int | None = None, num_beams: int = 1, details: bool = False
+    ) -> list:
         """Texts for 16 kHz waves; with `details`, dicts that also say whether the token budget or
         the loop rule stopped each clip (speechlm.model.generation)."""
         device = next(self.projector.parameters()).device
         feats, mask = self.features(waves)
         feats, mask = feats.to(device), mask.to(device)
         counts = self.audio_lengths(mask).tolist()
-        prompts = [text.prompt_ids(self.tokenizer, n, self.cfg.prompt, self.cfg.audio_token, self.cfg.system_prompt)
-                   for n in counts]
+        prompts = [
+            text.prompt_ids(self.tokenizer, n, self.cfg.prompt, self.cfg.audio_token, self.cfg.system_prompt)
+            for n in counts
+        ]
         eot = text.end_of_turn_id(self.tokenizer)
-        budgets = generation.token_budget([len(w) / 16000 for w in waves], self.cfg.tokens_per_second,
-                                          self.cfg.new_tokens_margin, max_new_tokens or self.cfg.max_new_tokens)
+        budgets = generation.token_budget(
+            [len(w) / 16000 for w in waves],
+            self.cfg.tokens_per_second,
+            self.cfg.new_tokens_margin,
+            max_new_tokens or self.cfg.max_new_tokens,
+        )
         # per-row rules see rows, so they run with greedy search; beams get the largest budget
         stops = [generation.TokenBudget(budgets, eot)] if num_beams == 1 else []
         if self.cfg.loop_max_ngram > 0 and num_beams == 1:
@@ -196,8 +217,9 @@ class SpeechLM(nn.Module):
             return texts
         ends = {eot, pad}
         n_new = [next((i for i, tok in enumerate(row) if tok in ends), len(row)) for row in kept]
-        return [{"text": t, "tokens": n, "capped": h, "loop": c is not None}
-                for t, n, h, c in zip(texts, n_new, hit, cut)]
+        return [
+            {"text": t, "tokens": n, "capped": h, "loop": c is not None} for t, n, h, c in zip(texts, n_new, hit, cut)
+        ]
 
     # ------------------------------------------------------------------ optimizer and reporting
     def parameter_groups(self, tcfg) -> list[dict]:

@@ -43,6 +43,7 @@ tests/test_plan.py checks the tiny twin's saved activations, its forward+backwar
 whole-step peak (measured on CPU with the torch profiler) against this plan, each within 20%,
 with and without gradient checkpointing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -104,9 +105,17 @@ def _auto_fits(cfg: Config, shapes: Shapes, world: int, clip: float) -> list[dic
             p = pick(cfg, shapes, gpu.memory_gib, world=world, clip_seconds=clip)
         except ConfigError:
             continue
-        fits.append({"gpu": gpu.name, "runpod_id": gpu.runpod_id, "memory_gib": gpu.memory_gib,
-                     "per_device_train_batch_size": p.micro, "gradient_accumulation_steps": p.accumulation,
-                     "gradient_checkpointing": p.gradient_checkpointing, "as_configured": p.accumulation == 1})
+        fits.append(
+            {
+                "gpu": gpu.name,
+                "runpod_id": gpu.runpod_id,
+                "memory_gib": gpu.memory_gib,
+                "per_device_train_batch_size": p.micro,
+                "gradient_accumulation_steps": p.accumulation,
+                "gradient_checkpointing": p.gradient_checkpointing,
+                "as_configured": p.accumulation == 1,
+            }
+        )
     return fits
 
 
@@ -125,25 +134,42 @@ def make_plan(cfg: Config, world: int = 1) -> dict:
     for gpu in CATALOG if not auto else ():
         fb = fit_batch(cfg, shapes, gpu, world=world, clip_seconds=clip)
         if fb:
-            fits.append({"gpu": gpu.name, "runpod_id": gpu.runpod_id, "memory_gib": gpu.memory_gib,
-                         "per_device_train_batch_size": fb[0], "gradient_accumulation_steps": fb[1],
-                         "as_configured": mem["total"] <= gpu.memory_gib * GIB * USABLE_FRACTION})
+            fits.append(
+                {
+                    "gpu": gpu.name,
+                    "runpod_id": gpu.runpod_id,
+                    "memory_gib": gpu.memory_gib,
+                    "per_device_train_batch_size": fb[0],
+                    "gradient_accumulation_steps": fb[1],
+                    "as_configured": mem["total"] <= gpu.memory_gib * GIB * USABLE_FRACTION,
+                }
+            )
     stated = os.environ.get("SPEECHLM_DEVICE_MEMORY_GIB")  # what the trainer's auto would plan for
     device_pick = None
     if auto and stated:
         p = pick(cfg, shapes, device_memory_gib()[0], world=world, clip_seconds=clip)
-        device_pick = {"device_memory_gib": p.device_gib, "per_device_train_batch_size": p.micro,
-                       "gradient_accumulation_steps": p.accumulation,
-                       "gradient_checkpointing": p.gradient_checkpointing, "why": p.reason}
+        device_pick = {
+            "device_memory_gib": p.device_gib,
+            "per_device_train_batch_size": p.micro,
+            "gradient_accumulation_steps": p.accumulation,
+            "gradient_checkpointing": p.gradient_checkpointing,
+            "why": p.reason,
+        }
     return {
         "auto": device_pick,
-        "config": {"audio_model_id": cfg.model.audio_model_id, "text_model_id": cfg.model.text_model_id,
-                   "zero_stage": cfg.deepspeed.zero_stage, "offload": cfg.deepspeed.offload, "world_size": world,
-                   "per_device_train_batch_size": t.per_device_train_batch_size, "memory_at_batch": micro,
-                   "gradient_accumulation_steps": "auto" if auto else t.gradient_accumulation_steps,
-                   "gradient_checkpointing": t.gradient_checkpointing,
-                   "effective_batch": target_clips(cfg) * world,
-                   "worst_clip_seconds": clip},
+        "config": {
+            "audio_model_id": cfg.model.audio_model_id,
+            "text_model_id": cfg.model.text_model_id,
+            "zero_stage": cfg.deepspeed.zero_stage,
+            "offload": cfg.deepspeed.offload,
+            "world_size": world,
+            "per_device_train_batch_size": t.per_device_train_batch_size,
+            "memory_at_batch": micro,
+            "gradient_accumulation_steps": "auto" if auto else t.gradient_accumulation_steps,
+            "gradient_checkpointing": t.gradient_checkpointing,
+            "effective_batch": target_clips(cfg) * world,
+            "worst_clip_seconds": clip,
+        },
         "params": {k: v for k, v in vars(shapes).items() if k.endswith("_params")},
         "sources": shapes.sources,
         "memory_bytes": mem,
@@ -168,31 +194,52 @@ def _g(x: float) -> str:
 
 def report(plan: dict) -> str:
     c, p, m, d = plan["config"], plan["params"], plan["memory_bytes"], plan["disk_bytes"]
-    lines = [f"speechlm plan: {c['audio_model_id']} + {c['text_model_id']}  (ZeRO-{c['zero_stage']}"
-             f"{' + offload' if c['offload'] else ''}, world size {c['world_size']})",
-             f"models from: {', '.join(f'{k} {v}' for k, v in plan['sources'].items())}", "", "parameters:"]
+    lines = [
+        f"speechlm plan: {c['audio_model_id']} + {c['text_model_id']}  (ZeRO-{c['zero_stage']}"
+        f"{' + offload' if c['offload'] else ''}, world size {c['world_size']})",
+        f"models from: {', '.join(f'{k} {v}' for k, v in plan['sources'].items())}",
+        "",
+        "parameters:",
+    ]
     lines += [f"  {k[:-7]:<12}{v:>15,}" for k, v in p.items()]
-    lines += ["", f"GPU memory per device at batch {c['memory_at_batch']} of {c['worst_clip_seconds']:.1f} s clips "
-              f"({m['tokens_per_device_batch']} tokens):"]
+    lines += [
+        "",
+        f"GPU memory per device at batch {c['memory_at_batch']} of {c['worst_clip_seconds']:.1f} s clips "
+        f"({m['tokens_per_device_batch']} tokens):",
+    ]
     lines += [f"  {k:<18}{_g(v)}" for k, v in m.items() if k != "tokens_per_device_batch"]
     lines.append("  kernels assumed: " + "; ".join(f"{k}: {v}" for k, v in plan["kernels_assumed"].items()))
     lines += ["", "disk:"] + [f"  {k:<18}{_g(v)}" for k, v in d.items()]
     if plan["data_unknown"]:
-        lines.append(f"  (shards not built and their sources' size unknown offline, not counted: {', '.join(plan['data_unknown'])})")
+        lines.append(
+            f"  (shards not built and their sources' size unknown offline, not counted: {', '.join(plan['data_unknown'])})"  # noqa: E501
+        )
     auto = c["per_device_train_batch_size"] == "auto"
-    lines += ["", f"GPUs that fit (effective batch {c['effective_batch']} kept{'; what per_device_train_batch_size=auto picks' if auto else ''}):"]
+    lines += [
+        "",
+        f"GPUs that fit (effective batch {c['effective_batch']} kept{'; what per_device_train_batch_size=auto picks' if auto else ''}):",  # noqa: E501
+    ]
     for f in plan["gpus"]:
-        ckpt = "  gradient_checkpointing=true" if f.get("gradient_checkpointing") and not c["gradient_checkpointing"] else ""
-        lines.append(f"  {f['gpu']:<20} runpod '{f['runpod_id']}': per_device_train_batch_size={f['per_device_train_batch_size']}"
-                     f" gradient_accumulation_steps={f['gradient_accumulation_steps']}{ckpt}"
-                     f"{'  (as configured)' if f['as_configured'] and not auto else ''}")
+        ckpt = (
+            "  gradient_checkpointing=true"
+            if f.get("gradient_checkpointing") and not c["gradient_checkpointing"]
+            else ""
+        )
+        lines.append(
+            f"  {f['gpu']:<20} runpod '{f['runpod_id']}': per_device_train_batch_size={f['per_device_train_batch_size']}"  # noqa: E501
+            f" gradient_accumulation_steps={f['gradient_accumulation_steps']}{ckpt}"
+            f"{'  (as configured)' if f['as_configured'] and not auto else ''}"
+        )
     if not plan["gpus"]:
         lines.append("  none: lower the batch, raise the ZeRO stage or use deepspeed.offload=true")
     if plan.get("auto"):
         a = plan["auto"]
-        lines += ["", f"auto for SPEECHLM_DEVICE_MEMORY_GIB={a['device_memory_gib']:g}: per_device_train_batch_size="
-                  f"{a['per_device_train_batch_size']} gradient_accumulation_steps={a['gradient_accumulation_steps']}"
-                  f" gradient_checkpointing={str(a['gradient_checkpointing']).lower()} ({a['why']})"]
+        lines += [
+            "",
+            f"auto for SPEECHLM_DEVICE_MEMORY_GIB={a['device_memory_gib']:g}: per_device_train_batch_size="
+            f"{a['per_device_train_batch_size']} gradient_accumulation_steps={a['gradient_accumulation_steps']}"
+            f" gradient_checkpointing={str(a['gradient_checkpointing']).lower()} ({a['why']})",
+        ]
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ that asks for checkpointing keeps it.
 
 On CUDA the trainer then runs the picked batch once (speechlm.train.autobatch) and halves it on OOM.
 """
+
 from __future__ import annotations
 
 import copy
@@ -40,8 +41,10 @@ class BatchPick:
     probe_peak_bytes: float | None = None  # CUDA: the worst case's measured peak (speechlm.train.autobatch)
 
     def describe(self) -> str:
-        return (f"micro batch {self.micro} x accumulation {self.accumulation}, gradient checkpointing "
-                f"{'on' if self.gradient_checkpointing else 'off'}: {self.reason}")
+        return (
+            f"micro batch {self.micro} x accumulation {self.accumulation}, gradient checkpointing "
+            f"{'on' if self.gradient_checkpointing else 'off'}: {self.reason}"
+        )
 
 
 def device_memory_gib() -> tuple[float, str]:
@@ -58,8 +61,10 @@ def device_memory_gib() -> tuple[float, str]:
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", "0")))
         return props.total_memory / 2**30, props.name
-    raise ConfigError(f"training.per_device_train_batch_size=auto: no CUDA device to size the batch for; "
-                      f"state the memory to plan for ({ENV}=GiB) or give a number")
+    raise ConfigError(
+        f"training.per_device_train_batch_size=auto: no CUDA device to size the batch for; "
+        f"state the memory to plan for ({ENV}=GiB) or give a number"
+    )
 
 
 def target_clips(cfg: Config) -> int:
@@ -85,8 +90,9 @@ def _with(cfg: Config, micro: int, checkpointing: bool) -> Config:
 
 
 def step_bytes(cfg: Config, shapes, micro: int, checkpointing: bool, *, world: int, clip_seconds: float) -> float:
-    return step_memory(_with(cfg, micro, checkpointing), shapes, batch=micro, world=world,
-                       clip_seconds=clip_seconds)["total"]
+    return step_memory(_with(cfg, micro, checkpointing), shapes, batch=micro, world=world, clip_seconds=clip_seconds)[
+        "total"
+    ]
 
 
 def largest_fit(cfg: Config, shapes, budget: float, checkpointing: bool, *, world: int, clip_seconds: float):
@@ -112,15 +118,27 @@ def pick(cfg: Config, shapes, device_gib: float, *, world: int, clip_seconds: fl
         why_on = None
     fits = f"fits {USABLE_FRACTION:.0%} of {device_gib:g} GiB by the plan (clips up to {clip_seconds:.1f} s)"
     if off and (off[0] == target or off[0] * tokens >= EFFICIENT_TOKENS or not on or on[0] <= off[0]):
-        return BatchPick(off[0], target // off[0], False, peak_bytes=off[1], reason=f"the largest that {fits}", **common)
+        return BatchPick(
+            off[0], target // off[0], False, peak_bytes=off[1], reason=f"the largest that {fits}", **common
+        )
     if on:
         if why_on is None:
-            why_on = (f"without it only {off[0]} clips ({off[0] * tokens} tokens < {EFFICIENT_TOKENS}) fit"
-                      if off else "without it not even 1 clip fits")
-        return BatchPick(on[0], target // on[0], True, peak_bytes=on[1],
-                         reason=f"the largest that {fits}; checkpointing {why_on}", **common)
+            why_on = (
+                f"without it only {off[0]} clips ({off[0] * tokens} tokens < {EFFICIENT_TOKENS}) fit"
+                if off
+                else "without it not even 1 clip fits"
+            )
+        return BatchPick(
+            on[0],
+            target // on[0],
+            True,
+            peak_bytes=on[1],
+            reason=f"the largest that {fits}; checkpointing {why_on}",
+            **common,
+        )
     one = step_bytes(cfg, shapes, 1, True, world=world, clip_seconds=clip_seconds)
     raise ConfigError(
         f"training.per_device_train_batch_size=auto: not even 1 clip of {clip_seconds:.1f} s fits {device_gib:g} GiB "
         f"(the plan needs {one / GIB:.1f} GiB with gradient checkpointing); raise deepspeed.zero_stage, use "
-        f"deepspeed.offload=true, or a larger device")
+        f"deepspeed.offload=true, or a larger device"
+    )

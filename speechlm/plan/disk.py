@@ -1,5 +1,6 @@
 """Disk the plan needs: shards (from their manifests, or the sources' Hub metadata), the Hub cache,
 checkpoints and the environment."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,22 @@ from speechlm.shard.sources.hf import hub_files_bytes  # noqa: F401  (speechlm.p
 GIB = 1024**3
 FLAC_BYTES_PER_SECOND = 20_000  # 16 kHz 16-bit mono FLAC is ~60% of 32 kB/s
 ENV_GIB = 15.0  # Python deps, pip and wheel caches on top of the image's CUDA torch
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+DTYPE_BYTES = {
+    "bfloat16": 2,
+    "float16": 2,
+    "float32": 4,
+    "BF16": 2,
+    "F16": 2,
+    "F32": 4,
+    "F64": 8,
+    "I64": 8,
+    "I32": 4,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+}
 
 
 def _manifest(path: str) -> tuple[Path, dict] | None:
@@ -25,7 +41,9 @@ def _manifest(path: str) -> tuple[Path, dict] | None:
 
 def _remote_manifest(url: str) -> dict | None:
     try:
-        return json.loads(remote.read_bytes(remote.join(url, "manifest.json"), remote.RemoteIO(retries=1, timeout_s=10)))
+        return json.loads(
+            remote.read_bytes(remote.join(url, "manifest.json"), remote.RemoteIO(retries=1, timeout_s=10))
+        )
     except (OSError, ValueError):  # unreachable or not there: the set's size is reported as unknown
         return None
 
@@ -54,7 +72,9 @@ def data_facts(cfg: Config) -> dict:
                     remote_bytes += sh.get("seconds", 0) * FLAC_BYTES_PER_SECOND
                 else:
                     f = root / sh["file"]
-                    out["shard_bytes"] += f.stat().st_size if f.is_file() else sh.get("seconds", 0) * FLAC_BYTES_PER_SECOND
+                    out["shard_bytes"] += (
+                        f.stat().st_size if f.is_file() else sh.get("seconds", 0) * FLAC_BYTES_PER_SECOND
+                    )
                 longest = max(sh.get("durations") or [0]) * (stretch if ds.path in train_paths else 1.0)
                 out["max_clip_seconds"] = max(out["max_clip_seconds"] or 0, longest)
     if cfg.data.cache_dir:
@@ -97,9 +117,11 @@ def disk(cfg: Config, shapes: Shapes, data: dict) -> dict:
     hub = shapes.download_bytes
     if hub is None:  # offline: the checkpoints as stored on the Hub, in their dtype
         hub = (shapes.encoder_params + shapes.decoder_params) * DTYPE_BYTES.get(cfg.model.model_dtype, 2)
-    out = {"shards": data["shard_bytes"], "hub_cache": hub + data.get("source_bytes", 0), "checkpoints": ckpt * keep,
-           "environment": ENV_GIB * GIB}
+    out = {
+        "shards": data["shard_bytes"],
+        "hub_cache": hub + data.get("source_bytes", 0),
+        "checkpoints": ckpt * keep,
+        "environment": ENV_GIB * GIB,
+    }
     out["total"] = sum(out.values())
     return out
-
-

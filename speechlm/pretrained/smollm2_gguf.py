@@ -4,6 +4,7 @@ transformers loads a GGUF file (`from_pretrained(dir, gguf_file=...)`, needs the
 refuses to `save_pretrained` a model "quantized with gguf"; a fresh model built from the same config
 without `quantization_config` takes the dequantized state dict and saves normally.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

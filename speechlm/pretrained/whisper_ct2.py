@@ -5,6 +5,7 @@ three ways this mapping undoes: self-attention q/k/v are fused in `self_attentio
 k_proj has no bias: its slice of the fused bias is zero), cross-attention k/v are fused in
 `attention/linear_1`, and `decoder/projection/weight` is an alias of the token embeddings (tied).
 """
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,9 @@ def read_ct2(path: Path) -> tuple[str, dict[str, np.ndarray], dict[str, str]]:
         nbytes = take("I")
         if dtype not in _DTYPES:
             raise ValueError(f"{path}: tensor {name} has CTranslate2 dtype {dtype}, not supported")
-        tensors[name] = np.frombuffer(buf, dtype=_DTYPES[dtype], count=nbytes // np.dtype(_DTYPES[dtype]).itemsize,
-                                      offset=pos).reshape(dims)
+        tensors[name] = np.frombuffer(
+            buf, dtype=_DTYPES[dtype], count=nbytes // np.dtype(_DTYPES[dtype]).itemsize, offset=pos
+        ).reshape(dims)
         pos += nbytes
     aliases = {string(): string() for _ in range(take("I"))}
     return spec, tensors, aliases
@@ -95,8 +97,10 @@ def state_dict(t: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         for i in layers:
             ct, hf = f"{side}/layer_{i}", f"model.{side}.layers.{i}"
             norm(f"{hf}.self_attn_layer_norm", f"{ct}/self_attention/layer_norm")
-            split_linear([f"{hf}.self_attn.q_proj", f"{hf}.self_attn.k_proj", f"{hf}.self_attn.v_proj"],
-                         f"{ct}/self_attention/linear_0")
+            split_linear(
+                [f"{hf}.self_attn.q_proj", f"{hf}.self_attn.k_proj", f"{hf}.self_attn.v_proj"],
+                f"{ct}/self_attention/linear_0",
+            )
             linear(f"{hf}.self_attn.out_proj", f"{ct}/self_attention/linear_1")
             if side == "decoder":
                 norm(f"{hf}.encoder_attn_layer_norm", f"{ct}/attention/layer_norm")
@@ -116,8 +120,14 @@ def state_dict(t: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
 
 def convert(src: Path, out: Path) -> None:
     """src: the CTranslate2 folder (model.bin, config.json, tokenizer.json) -> out: an HF folder."""
-    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration,
-                              WhisperProcessor, WhisperTokenizerFast)
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+        WhisperTokenizerFast,
+    )
 
     src = Path(src)
     spec, t, aliases = read_ct2(src / "model.bin")
@@ -131,15 +141,23 @@ def convert(src: Path, out: Path) -> None:
     english_only = vocab == 51864  # the .en checkpoints have one token fewer (no <|yue|>... no language tokens)
     eot = 50256
     cfg = WhisperConfig(
-        vocab_size=vocab, num_mel_bins=t["encoder/conv1/weight"].shape[1], d_model=d_model,
-        encoder_layers=enc_layers, decoder_layers=dec_layers,
-        encoder_attention_heads=_scalar(t, "encoder/num_heads"), decoder_attention_heads=_scalar(t, "decoder/num_heads"),
+        vocab_size=vocab,
+        num_mel_bins=t["encoder/conv1/weight"].shape[1],
+        d_model=d_model,
+        encoder_layers=enc_layers,
+        decoder_layers=dec_layers,
+        encoder_attention_heads=_scalar(t, "encoder/num_heads"),
+        decoder_attention_heads=_scalar(t, "decoder/num_heads"),
         encoder_ffn_dim=t["encoder/layer_0/ffn/linear_0/weight"].shape[0],
         decoder_ffn_dim=t["decoder/layer_0/ffn/linear_0/weight"].shape[0],
         max_source_positions=t["encoder/position_encodings/encodings"].shape[0],
         max_target_positions=t["decoder/position_encodings/encodings"].shape[0],
-        bos_token_id=eot, eos_token_id=eot, pad_token_id=eot, decoder_start_token_id=eot + 1,
-        begin_suppress_tokens=ct_cfg.get("suppress_ids_begin", [220, eot]), suppress_tokens=ct_cfg.get("suppress_ids", []),
+        bos_token_id=eot,
+        eos_token_id=eot,
+        pad_token_id=eot,
+        decoder_start_token_id=eot + 1,
+        begin_suppress_tokens=ct_cfg.get("suppress_ids_begin", [220, eot]),
+        suppress_tokens=ct_cfg.get("suppress_ids", []),
         tie_word_embeddings=True,
     )
     model = WhisperForConditionalGeneration(cfg)
@@ -150,15 +168,26 @@ def convert(src: Path, out: Path) -> None:
     model.tie_weights()
     model.save_pretrained(out)
 
-    tok = WhisperTokenizerFast(tokenizer_file=str(src / "tokenizer.json"), bos_token="<|endoftext|>",
-                               eos_token="<|endoftext|>", unk_token="<|endoftext|>", pad_token="<|endoftext|>",
-                               model_max_length=cfg.max_target_positions)
+    tok = WhisperTokenizerFast(
+        tokenizer_file=str(src / "tokenizer.json"),
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        model_max_length=cfg.max_target_positions,
+    )
     no_ts = tok.convert_tokens_to_ids("<|notimestamps|>")
     WhisperProcessor(WhisperFeatureExtractor(feature_size=cfg.num_mel_bins), tok).save_pretrained(out)
     gen = GenerationConfig(
-        decoder_start_token_id=cfg.decoder_start_token_id, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot,
-        max_length=cfg.max_target_positions, begin_suppress_tokens=cfg.begin_suppress_tokens,
-        suppress_tokens=cfg.suppress_tokens, no_timestamps_token_id=no_ts, is_multilingual=not english_only,
+        decoder_start_token_id=cfg.decoder_start_token_id,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        pad_token_id=eot,
+        max_length=cfg.max_target_positions,
+        begin_suppress_tokens=cfg.begin_suppress_tokens,
+        suppress_tokens=cfg.suppress_tokens,
+        no_timestamps_token_id=no_ts,
+        is_multilingual=not english_only,
         forced_decoder_ids=[[1, no_ts]] if english_only else None,
     )
     gen.save_pretrained(out)

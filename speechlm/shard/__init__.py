@@ -3,6 +3,7 @@
 `build(recipe, out_dir, workers)` is the library entry point (a recipe path, a name in shards/,
 or a ShardRecipe object); see docs/design.md for the output contract.
 """
+
 from speechlm.shard.schema import (
     NormalizeConfig,
     OutputConfig,
@@ -26,9 +27,20 @@ def merge(out_dir):
     return _merge(out_dir)
 
 
-build.__doc__ = ("build(recipe, out_dir=None, workers=None, overrides=(), overwrite=False, num_tasks=1, "
-                 "task_index=0) -> Path (see pipeline.build)")
+build.__doc__ = (
+    "build(recipe, out_dir=None, workers=None, overrides=(), overwrite=False, num_tasks=1, "
+    "task_index=0) -> Path (see pipeline.build)"
+)
 merge.__doc__ = "merge(out_dir) -> Path: the one manifest of a build split into tasks (see shard.merge)"
 
-__all__ = ["build", "merge", "load_recipe", "ShardRecipe", "Source", "SyntheticConfig", "NormalizeConfig",
-           "OutputConfig", "RowFilter"]
+__all__ = [
+    "build",
+    "merge",
+    "load_recipe",
+    "ShardRecipe",
+    "Source",
+    "SyntheticConfig",
+    "NormalizeConfig",
+    "OutputConfig",
+    "RowFilter",
+]

@@ -1,6 +1,7 @@
 """python -m speechlm.shard --config shards/NAME.yaml [--out DIR] [--workers N] [--overwrite]
                             [--num-tasks N --task-index I] [key=value ...]
 python -m speechlm.shard merge DIR     (after all N tasks of a split build)"""
+
 from __future__ import annotations
 
 import argparse
@@ -17,24 +18,37 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     if argv[:1] == ["merge"]:
-        ap = argparse.ArgumentParser(prog="python -m speechlm.shard merge",
-                                     description="rename the tasks' tars and write the one manifest.json")
+        ap = argparse.ArgumentParser(
+            prog="python -m speechlm.shard merge", description="rename the tasks' tars and write the one manifest.json"
+        )
         ap.add_argument("dir", help="the --out folder every task built into")
         print(merge(ap.parse_args(argv[1:]).dir))
         return
-    ap = argparse.ArgumentParser(prog="python -m speechlm.shard", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m speechlm.shard", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--config", required=True, help="recipe file, or the name of one in shards/")
     ap.add_argument("--out", help="output folder (default: shards/<recipe name>/ beside the recipe)")
     ap.add_argument("--workers", type=int, help="worker processes (default: the recipe's, else one per core)")
     ap.add_argument("--overwrite", action="store_true", help="replace a shard set built from other settings")
-    ap.add_argument("--num-tasks", type=int, default=1,
-                    help="split the build across N tasks (machines) by source file; then run `merge DIR`")
+    ap.add_argument(
+        "--num-tasks",
+        type=int,
+        default=1,
+        help="split the build across N tasks (machines) by source file; then run `merge DIR`",
+    )
     ap.add_argument("--task-index", type=int, default=0, help="which task this is, 0 to N-1")
     ap.add_argument("overrides", nargs="*", help="recipe overrides such as output.shard_clips=500")
     args = ap.parse_args(argv)
-    out = build(args.config, args.out, args.workers, args.overrides, overwrite=args.overwrite,
-                num_tasks=args.num_tasks, task_index=args.task_index)
+    out = build(
+        args.config,
+        args.out,
+        args.workers,
+        args.overrides,
+        overwrite=args.overwrite,
+        num_tasks=args.num_tasks,
+        task_index=args.task_index,
+    )
     print(out)
 
 

@@ -1,6 +1,7 @@
 """The built-in corpora of a `kind: synthetic` source, by its `synthetic.corpus`: the grammar
 sentences (speechlm.shard.synthetic), the listening corpus (speechlm.shard.corpus) or non-speech
 clips (speechlm.shard.nonspeech)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -15,6 +15,7 @@ for them alone. Everything is a function of the seed; no test or eval text occur
 Word source: faker (MIT licence), `faker.providers.lorem.en_US.Provider.word_list`, 971 common
 English words, read from the installed package at build time (nothing is copied into this repo).
 """
+
 from __future__ import annotations
 
 import random
@@ -26,9 +27,22 @@ WORD_SOURCE = "faker.providers.lorem.en_US.Provider.word_list (faker, MIT licenc
 # espeak-ng speaks each group the same (checked with `espeak-ng -x` over the whole list): a random
 # order gives no context to tell them apart, so only the first of each group is drawn, and none
 # whose group holds a grammar word ("see", "to")
-HOMOPHONE_GROUPS = [("buy", "by"), ("cell", "sell"), ("eye", "I"), ("hear", "here"), ("hour", "our"),
-                    ("know", "no"), ("peace", "piece"), ("right", "write"), ("sea", "see"), ("their", "there"),
-                    ("to", "too", "two"), ("wait", "weight"), ("wear", "where"), ("for", "four")]
+HOMOPHONE_GROUPS = [
+    ("buy", "by"),
+    ("cell", "sell"),
+    ("eye", "I"),
+    ("hear", "here"),
+    ("hour", "our"),
+    ("know", "no"),
+    ("peace", "piece"),
+    ("right", "write"),
+    ("sea", "see"),
+    ("their", "there"),
+    ("to", "too", "two"),
+    ("wait", "weight"),
+    ("wear", "where"),
+    ("for", "four"),
+]
 HOMOPHONES = {w for g in HOMOPHONE_GROUPS for w in g[1:]}
 PARTS = ("seen", "unseen", "random")
 MIN_WORDS, MAX_WORDS = 2, 8  # words per random sequence
@@ -64,8 +78,10 @@ def vocabulary(extra: int, seed: int) -> list[str]:
     pool = [w for w in word_list() if w not in HOMOPHONES and w.lower() not in lower]
     clash = {w for g in HOMOPHONE_GROUPS if grammar & set(g) for w in g} - grammar  # "sea" beside "see"
     if not 0 <= extra <= len(pool) - len(clash):
-        raise ConfigError(f"synthetic.vocabulary: must be between 0 and {len(pool) - len(clash)} (the word list's "
-                          f"usable words), got {extra}")
+        raise ConfigError(
+            f"synthetic.vocabulary: must be between 0 and {len(pool) - len(clash)} (the word list's "
+            f"usable words), got {extra}"
+        )
     rng = random.Random(f"{seed}-vocabulary")
     drawn = [w for w in rng.sample(pool, extra) if w not in clash]
     drawn += rng.sample([w for w in pool if w not in clash and w not in drawn], extra - len(drawn))
@@ -77,14 +93,27 @@ def random_sequence(rng: random.Random, words: list[str]) -> str:
 
 
 def _test_sentence(rng: random.Random) -> str:
-    pools = {"N": synthetic.NAMES, "P": synthetic.PLACES, "n": synthetic.NOUNS, "a": synthetic.ADJECTIVES,
-             "v": synthetic.VERBS}
+    pools = {
+        "N": synthetic.NAMES,
+        "P": synthetic.PLACES,
+        "n": synthetic.NOUNS,
+        "a": synthetic.ADJECTIVES,
+        "v": synthetic.VERBS,
+    }
     n, m, k = rng.sample(pools["N"], 3)
     noun, other = rng.sample(pools["n"], 2)
     t = rng.choice(synthetic.TIMES)
     return rng.choice(TEST_TEMPLATES).format(
-        N=n, M=m, K=k, P=rng.choice(pools["P"]), n=noun, o=other, a=rng.choice(pools["a"]),
-        v=rng.choice(pools["v"]), t=t, T=t.capitalize() + ",",
+        N=n,
+        M=m,
+        K=k,
+        P=rng.choice(pools["P"]),
+        n=noun,
+        o=other,
+        a=rng.choice(pools["a"]),
+        v=rng.choice(pools["v"]),
+        t=t,
+        T=t.capitalize() + ",",
     )
 
 
@@ -115,10 +144,14 @@ def texts(cfg) -> dict[str, list[tuple[str, str]]]:
         n_unseen = round(cfg.unseen_test * scale)
         n_seen = max(0, n - n_random - n_unseen)
         rows = [("seen", s) for s in _distinct(lambda: _test_sentence(rng), n_seen, taken, "test-shape sentences")]
-        rows += [("unseen", s) for s in synthetic.sentences({"test": n_unseen}, f"{cfg.seed}-{split}", n_unseen)["test"]
-                 if s not in taken]
-        rows += [("random", s) for s in _distinct(lambda: random_sequence(rng, words), n_random, taken,
-                                                 "random sequences")]
+        rows += [
+            ("unseen", s)
+            for s in synthetic.sentences({"test": n_unseen}, f"{cfg.seed}-{split}", n_unseen)["test"]
+            if s not in taken
+        ]
+        rows += [
+            ("random", s) for s in _distinct(lambda: random_sequence(rng, words), n_random, taken, "random sequences")
+        ]
         taken.update(s for _, s in rows)
         out[split] = rows
     n_random = round(cfg.train * cfg.random_share)
@@ -137,6 +170,11 @@ def rows(cfg, split: str) -> list[tuple[str, str, tuple]]:
     out = []
     for i, (part, text) in enumerate(texts(cfg)[split]):
         name = split if split == "train" else f"{split}-{part}"
-        out.append((f"{name}-{i:05d}", text, (text, vrng.choice(cfg.voices), vrng.choice(cfg.speeds),
-                                              vrng.choice(cfg.pitches))))
+        out.append(
+            (
+                f"{name}-{i:05d}",
+                text,
+                (text, vrng.choice(cfg.voices), vrng.choice(cfg.speeds), vrng.choice(cfg.pitches)),
+            )
+        )
     return out

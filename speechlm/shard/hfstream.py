@@ -7,6 +7,7 @@ fetches one file at a time into its working folder, its workers read whole row g
 bytes with pyarrow and decode them with soundfile (no torchcodec: pitfall 13), and the file is
 deleted once its shards are written.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,10 @@ def data_files(src, ds_split: str, key: str) -> list[str]:
     files = [str(f) for f in files]
     odd = [f for f in files if not f.endswith(".parquet")]
     if odd:
-        raise ConfigError(f"{key}: streaming reads parquet data files, {src.path} has {odd[0]!r}; "
-                          f"set stream: false on the source for map mode (load_dataset)")
+        raise ConfigError(
+            f"{key}: streaming reads parquet data files, {src.path} has {odd[0]!r}; "
+            f"set stream: false on the source for map mode (load_dataset)"
+        )
     return files
 
 

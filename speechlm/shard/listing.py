@@ -5,6 +5,7 @@ The result is `.stage/plan.json`, which every build task reads, so all tasks of 
 across machines see the same rows, the same truecaser and the same chunks. It is written under a
 file lock: the first task to get there makes it, the others wait and read it.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -65,11 +66,25 @@ def make(cfg: ShardRecipe, out: Path) -> dict:
             _cap(cfg, src, split, kept, per)
             for k, (u, rows) in enumerate(zip(listed, kept)):
                 if rows:
-                    units.append({"name": f"{src.name}-{split}-{k:05d}", "source": src.name, "split": split,
-                                  "label": u["label"], "file": u.get("file"), "groups": u.get("groups"),
-                                  "rows": rows})
-            log.info("%s/%s: %d rows listed in %d file(s), %d kept for decoding", src.name, split,
-                     inputs[src.name][split], len(listed), sum(map(len, kept)))
+                    units.append(
+                        {
+                            "name": f"{src.name}-{split}-{k:05d}",
+                            "source": src.name,
+                            "split": split,
+                            "label": u["label"],
+                            "file": u.get("file"),
+                            "groups": u.get("groups"),
+                            "rows": rows,
+                        }
+                    )
+            log.info(
+                "%s/%s: %d rows listed in %d file(s), %d kept for decoding",
+                src.name,
+                split,
+                inputs[src.name][split],
+                len(listed),
+                sum(map(len, kept)),
+            )
     tc_info, truecased = _truecase(cfg, units, out)
     for u in units:
         u["chunks"] = _chunks(u, cfg.output.work_chunk)
@@ -134,8 +149,9 @@ def _truecase(cfg: ShardRecipe, units: list[dict], out: Path):
     if not cfg.normalize.truecase:
         return None, []
     labels = {s.name: [r[2] for u in units if u["source"] == s.name for r in u["rows"]] for s in cfg.sources}
-    targets = [s.name for s in cfg.sources
-               if s.truecase is True or (s.truecase is None and N.is_uncased(labels[s.name]))]
+    targets = [
+        s.name for s in cfg.sources if s.truecase is True or (s.truecase is None and N.is_uncased(labels[s.name]))
+    ]
     if not targets:
         return None, []
     model_path = out / TRUECASER
@@ -152,8 +168,9 @@ def _truecase(cfg: ShardRecipe, units: list[dict], out: Path):
         tc, trained_on, model = truecase.builtin(model_path), [], truecase.BUILTIN_NAME
     for u in units:
         if u["source"] in targets:
-            u["rows"] = [[cid, oid, truecase.apply(tc, text) if text else text, ref]
-                         for cid, oid, text, ref in u["rows"]]
+            u["rows"] = [
+                [cid, oid, truecase.apply(tc, text) if text else text, ref] for cid, oid, text, ref in u["rows"]
+            ]
     sha = truecase.file_sha256(model_path)
     log.info("truecased %s with %s (sha256 %s)", ", ".join(targets), model, sha[:12])
     info = {"file": TRUECASER, "sha256": sha, "trained_on": trained_on, "model": model, "applied_to": targets}
@@ -167,7 +184,7 @@ def _chunks(unit: dict, size: int) -> list[dict]:
     chunk reads whole row groups once; other units are cut every `size` kept rows."""
     rows = unit["rows"]
     if unit["groups"] is None:
-        return [{"rows": rows[k:k + size], "groups": None, "first": 0} for k in range(0, len(rows), size)]
+        return [{"rows": rows[k : k + size], "groups": None, "first": 0} for k in range(0, len(rows), size)]
     chunks, start, groups, j = [], 0, [], 0
     for g in range(len(unit["groups"])):
         groups.append(g)

@@ -1,4 +1,5 @@
 """manifest.json: what the reader plans from (per-shard ids and durations) and what the build did."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,10 +39,17 @@ def build_manifest(
     for sh in shards:
         sp = splits.setdefault(sh["split"], {"shards": [], "clips": 0, "seconds": 0.0, "sources": {}})
         seconds = round(sum(sh["durations"]), 6)
-        sp["shards"].append({
-            "file": sh["file"], "source": sh["source"], "weight": weights[sh["source"]],
-            "clips": len(sh["ids"]), "seconds": seconds, "ids": sh["ids"], "durations": sh["durations"],
-        })
+        sp["shards"].append(
+            {
+                "file": sh["file"],
+                "source": sh["source"],
+                "weight": weights[sh["source"]],
+                "clips": len(sh["ids"]),
+                "seconds": seconds,
+                "ids": sh["ids"],
+                "durations": sh["durations"],
+            }
+        )
         sp["clips"] += len(sh["ids"])
         sp["seconds"] += seconds
         per = sp["sources"].setdefault(sh["source"], {"clips": 0, "seconds": 0.0})
@@ -64,10 +72,15 @@ def build_manifest(
     for s in recipe.sources:
         kept = {sp: v["sources"].get(s.name, {}).get("clips", 0) for sp, v in splits.items()}
         sources[s.name] = {
-            "kind": s.kind, "weight": s.weight, "truecased": s.name in truecased,
+            "kind": s.kind,
+            "weight": s.weight,
+            "truecased": s.name in truecased,
             # which model re-cased this source's labels, if any
-            "truecaser": ({"model": truecaser["model"], "sha256": truecaser["sha256"]}
-                          if truecaser and s.name in truecased else None),
+            "truecaser": (
+                {"model": truecaser["model"], "sha256": truecaser["sha256"]}
+                if truecaser and s.name in truecased
+                else None
+            ),
             "keep_empty": s.keep_empty,  # its empty labels are deliberate (non-speech examples)
             "input": inputs.get(s.name, {}),
             "kept": {sp: n for sp, n in kept.items() if sp in inputs.get(s.name, {})},

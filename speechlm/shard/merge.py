@@ -5,6 +5,7 @@ Part tars are named for their source file (`.stage/parts/<unit>-NNNNN.tar`); the
 on how many tasks built it or in what order they finished. A rename, not a copy: merging costs no
 disk, and a killed merge run again picks up where it stopped.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,9 +47,11 @@ def merge(out: str | Path) -> Path:
             done[u["name"]] = json.loads(f.read_text())
     missing = [u for u in plan["units"] if u["name"] not in done]
     if missing:
-        raise ConfigError(f"merge: {len(missing)} of {len(plan['units'])} source files are not built yet "
-                          f"(first: {missing[0]['source']} {missing[0]['label']}); run every task "
-                          "(--task-index 0 to N-1) to the end first")
+        raise ConfigError(
+            f"merge: {len(missing)} of {len(plan['units'])} source files are not built yet "
+            f"(first: {missing[0]['source']} {missing[0]['label']}); run every task "
+            "(--task-index 0 to N-1) to the end first"
+        )
     drops, entries, moves, counters = plan["drops"], [], [], {}
     for u in plan["units"]:
         name, split, d = u["source"], u["split"], done[u["name"]]
@@ -59,14 +62,16 @@ def merge(out: str | Path) -> Path:
             k = counters[(name, split)] = counters.get((name, split), -1) + 1
             file = f"{name}-{split}-{k:06d}.tar"
             moves.append((stage / "parts" / sh["part"], out / file))
-            entries.append({"file": file, "source": name, "split": split, "ids": sh["ids"],
-                            "durations": sh["durations"]})
+            entries.append(
+                {"file": file, "source": name, "split": split, "ids": sh["ids"], "durations": sh["durations"]}
+            )
     for part, final in moves:
         if part.is_file():
             os.replace(part, final)
         elif not final.is_file():
-            raise ConfigError(f"merge: {part} is missing; delete {stage / 'done'} entries of its file and rerun "
-                              "its task")
+            raise ConfigError(
+                f"merge: {part} is missing; delete {stage / 'done'} entries of its file and rerun its task"
+            )
     manifest = build_manifest(cfg, fp, entries, plan["inputs"], drops, plan["truecaser"], plan["truecased"])
     atomic_write(out / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
     shutil.rmtree(stage)

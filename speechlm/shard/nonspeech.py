@@ -5,6 +5,7 @@ sines, steady or gliding), and click trains. Each clip's kind, length, level and
 from its seed. The source that emits them must set `keep_empty: true` (shards/demo.yaml), so the
 empty labels reach the trainer as an answer of just the end-of-turn token.
 """
+
 from __future__ import annotations
 
 import random
@@ -60,8 +61,8 @@ def synthesize(spec: tuple) -> np.ndarray:
     else:  # clicks: short decaying impulses at random times
         x = np.zeros(n)
         for at in g.integers(0, max(1, n - 200), size=g.integers(2, 20)):
-            x[at:at + 200] += g.choice([-1, 1]) * np.exp(-np.arange(min(200, n - at)) / 30.0)
-    rms = float(np.sqrt(np.mean(x ** 2)))
+            x[at : at + 200] += g.choice([-1, 1]) * np.exp(-np.arange(min(200, n - at)) / 30.0)
+    rms = float(np.sqrt(np.mean(x**2)))
     if rms > 0:
         # RMS at the level, unless that would clip (sparse clicks): then peak at 0.99, quieter
         x = x * min(10 ** (level / 20) / rms, 0.99 / float(np.abs(x).max()))

@@ -5,6 +5,7 @@ Rule: Unicode NFKC; control/format characters become spaces; bracketed annotatio
 whitespace collapse to one space and the ends are stripped. A label that is empty afterwards is a
 counted drop ("empty_text").
 """
+
 from __future__ import annotations
 
 import re

@@ -6,6 +6,7 @@ same code as task i of N (each reads only its source files) and `merge` once all
 the two give the same bytes. Peak disk: the finished tars plus one file's working set (the
 fetched file and its staged chunks, with the next file prefetched).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,9 +31,15 @@ from speechlm.shard.schema import SHARD_RECIPES, ShardRecipe, fingerprint, load_
 log = logging.getLogger("speechlm.shard")
 
 
-def build(recipe: str | Path | ShardRecipe, out_dir: str | Path | None = None, workers: int | None = None,
-          overrides: list[str] | tuple = (), overwrite: bool = False, num_tasks: int = 1,
-          task_index: int = 0) -> Path:
+def build(
+    recipe: str | Path | ShardRecipe,
+    out_dir: str | Path | None = None,
+    workers: int | None = None,
+    overrides: list[str] | tuple = (),
+    overwrite: bool = False,
+    num_tasks: int = 1,
+    task_index: int = 0,
+) -> Path:
     """Build (or finish, or confirm up to date) a shard set, or task `task_index` of `num_tasks`
     of it (then `merge(out)` once every task is done); returns its folder."""
     if isinstance(recipe, ShardRecipe):
@@ -48,8 +55,10 @@ def build(recipe: str | Path | ShardRecipe, out_dir: str | Path | None = None, w
     if not 0 <= task_index < num_tasks:
         raise ConfigError(f"--task-index: must be in 0..{num_tasks - 1}, got {task_index}")
     if overwrite and num_tasks > 1:
-        raise ConfigError("--overwrite: not with --num-tasks (a task would delete the others' work); "
-                          "empty the output folder once before the tasks start")
+        raise ConfigError(
+            "--overwrite: not with --num-tasks (a task would delete the others' work); "
+            "empty the output folder once before the tasks start"
+        )
     out = Path(out_dir or cfg.output.root or recipe_dir / cfg.name)
     workers = workers or cfg.workers or os.cpu_count() or 1
     fp = fingerprint(cfg)
@@ -66,8 +75,13 @@ def build(recipe: str | Path | ShardRecipe, out_dir: str | Path | None = None, w
     _run_units(cfg, [listed["units"][i] for i in mine], stage, workers)
     if num_tasks == 1:
         return merge(out)
-    log.info("task %d of %d done (%d source files); once every task is: python -m speechlm.shard merge %s",
-             task_index, num_tasks, len(mine), out)
+    log.info(
+        "task %d of %d done (%d source files); once every task is: python -m speechlm.shard merge %s",
+        task_index,
+        num_tasks,
+        len(mine),
+        out,
+    )
     return out
 
 
@@ -83,8 +97,10 @@ def _up_to_date(out: Path, fp: str, overwrite: bool) -> bool:
             return all((out / f).is_file() for f in files)  # else rebuild the missing ones
         if old is None and (staged == fp or (staged is None and not ours)):
             return False  # resume a killed build, or a fresh one
-        raise ConfigError(f"{out} holds shards of another recipe or other settings; "
-                          "pass --overwrite to replace them or --out to build elsewhere")
+        raise ConfigError(
+            f"{out} holds shards of another recipe or other settings; "
+            "pass --overwrite to replace them or --out to build elsewhere"
+        )
     log.info("overwriting the shard set in %s", out)
     for p in ours + [man, out / TRUECASER]:
         p.unlink(missing_ok=True)
@@ -104,7 +120,7 @@ def _run(tasks: list, fn, pool, bar=None) -> list:
     """fn over tasks in the pool (in this process without one), results in task order."""
     results = [None] * len(tasks)
     items = enumerate(tasks)
-    for i, r in (pool.imap_unordered(_Indexed(fn), items) if pool else map(_Indexed(fn), items)):
+    for i, r in pool.imap_unordered(_Indexed(fn), items) if pool else map(_Indexed(fn), items):
         results[i] = r
         if bar is not None:
             bar.update(len(tasks[i]["rows"]))
@@ -140,8 +156,13 @@ def _run_units(cfg: ShardRecipe, units: list[dict], stage: Path, workers: int) -
     chunks = sum(u["n_chunks"] for u in todo)
     staged = len(list((stage / "chunks").glob("*.json"))) if (stage / "chunks").is_dir() else 0
     if len(todo) < len(units) or staged:
-        log.info("resuming: %d of %d source files done, %d of %d chunks of the rest already staged",
-                 len(units) - len(todo), len(units), staged, chunks)
+        log.info(
+            "resuming: %d of %d source files done, %d of %d chunks of the rest already staged",
+            len(units) - len(todo),
+            len(units),
+            staged,
+            chunks,
+        )
     by_name = {s.name: s for s in cfg.sources}
     most = max((u["n_chunks"] for u in todo), default=0)
     pool = _pool(min(workers, most)) if workers > 1 and most > 1 else None
@@ -155,8 +176,15 @@ def _run_units(cfg: ShardRecipe, units: list[dict], stage: Path, workers: int) -
                     if j < len(todo) and j not in ahead:
                         ahead[j] = fetcher.submit(_local_file, todo[j], stage)
                 local = ahead.pop(k).result()
-                _run_unit(cfg, by_name[unit["source"]], dict(unit, chunks=listing.load_chunks(stage, unit)), local,
-                          stage, pool, bar)
+                _run_unit(
+                    cfg,
+                    by_name[unit["source"]],
+                    dict(unit, chunks=listing.load_chunks(stage, unit)),
+                    local,
+                    stage,
+                    pool,
+                    bar,
+                )
                 if local and (stage / "fetch") in Path(local).parents:
                     Path(local).unlink()
     finally:
@@ -173,9 +201,19 @@ def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path,
     tasks = []
     for c, chunk in enumerate(unit["chunks"]):
         stem = stage / "chunks" / f"{unit['name']}-{c:06d}"
-        tasks.append({"source": src, "file": local, "groups": chunk["groups"], "first": chunk["first"],
-                      "rows": chunk["rows"], "meta": f"{stem}.json", "blob": f"{stem}.bin",
-                      "min_seconds": cfg.normalize.min_seconds, "max_seconds": cfg.normalize.max_seconds})
+        tasks.append(
+            {
+                "source": src,
+                "file": local,
+                "groups": chunk["groups"],
+                "first": chunk["first"],
+                "rows": chunk["rows"],
+                "meta": f"{stem}.json",
+                "blob": f"{stem}.bin",
+                "min_seconds": cfg.normalize.min_seconds,
+                "max_seconds": cfg.normalize.max_seconds,
+            }
+        )
     metas = _run(tasks, writer.process_chunk, pool, bar)
     drops: dict = {}
     clips = []
@@ -188,11 +226,22 @@ def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path,
     # the write-time shuffle: seeded per source file, whatever the worker or task count
     random.Random(f"{cfg.output.seed}-{unit['name']}").shuffle(clips)
     shards = writer.plan_shards(clips, src.name, cfg.output.shard_clips, cfg.output.shard_bytes)
-    parts = [{"path": str(stage / "parts" / f"{unit['name']}-{j:05d}.tar"), "source": src.name, "clips": shard}
-             for j, shard in enumerate(shards)]
+    parts = [
+        {"path": str(stage / "parts" / f"{unit['name']}-{j:05d}.tar"), "source": src.name, "clips": shard}
+        for j, shard in enumerate(shards)
+    ]
     _run(parts, writer.write_shard, pool)
-    done = {"drops": drops, "shards": [{"part": Path(p["path"]).name, "ids": [c["id"] for c in p["clips"]],
-                                        "durations": [c["duration"] for c in p["clips"]]} for p in parts]}
+    done = {
+        "drops": drops,
+        "shards": [
+            {
+                "part": Path(p["path"]).name,
+                "ids": [c["id"] for c in p["clips"]],
+                "durations": [c["duration"] for c in p["clips"]],
+            }
+            for p in parts
+        ],
+    }
     _done_path(stage, unit).parent.mkdir(exist_ok=True)
     atomic_write(_done_path(stage, unit), json.dumps(done, sort_keys=True).encode())
     for task in tasks:  # the working set goes once the file's tars are written

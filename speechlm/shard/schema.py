@@ -1,4 +1,5 @@
 """The shard recipe schema (shards/*.yaml), built with speechlm.config's typed machinery."""
+
 from __future__ import annotations
 
 import dataclasses

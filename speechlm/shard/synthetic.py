@@ -6,6 +6,7 @@ train or eval (HELD_OUT), so the test split has two halves, named in the clip id
 a voice, speed and pitch drawn from the recipe's lists. Everything is a function of the seed, and
 espeak-ng renders the same input to the same samples.
 """
+
 from __future__ import annotations
 
 import random
@@ -43,7 +44,6 @@ class SyntheticConfig:
     vocabulary: int = 0  # listen: words from faker's English list added to the grammar's 52
     random_share: float = 0.5  # listen: share of training clips that are random word orders
     random_test: int = 0  # listen: test clips that are random word orders (eval gets its share)
-
 
 
 NAMES = ["John", "Mary", "Anna", "Peter", "Sarah", "David", "Emma", "James"]
@@ -107,8 +107,15 @@ def _sentence(rng: random.Random, held_out: bool = False) -> str:
     noun, other = rng.sample(pools["n"], 2)
     t = rng.choice(TIMES)
     return tpl.format(
-        N=n, M=m, P=rng.choice(pools["P"]), n=noun, o=other, a=rng.choice(pools["a"]),
-        v=rng.choice(pools["v"]), t=t, T=t.capitalize(),
+        N=n,
+        M=m,
+        P=rng.choice(pools["P"]),
+        n=noun,
+        o=other,
+        a=rng.choice(pools["a"]),
+        v=rng.choice(pools["v"]),
+        t=t,
+        T=t.capitalize(),
     )
 
 
@@ -133,8 +140,9 @@ def sentences(counts: dict[str, int], seed: int, unseen_test: int = 0) -> dict[s
     """Distinct sentences per split; no sentence appears in two splits. The last `unseen_test` of
     the test split hold held-out words; every other sentence uses only the training vocabulary."""
     if not 0 <= unseen_test <= counts.get("test", 0):
-        raise ConfigError(f"synthetic.unseen_test: must be between 0 and synthetic.test ({counts.get('test', 0)}), "
-                          f"got {unseen_test}")
+        raise ConfigError(
+            f"synthetic.unseen_test: must be between 0 and synthetic.test ({counts.get('test', 0)}), got {unseen_test}"
+        )
     rng = random.Random(seed)
     pool = _distinct(rng, sum(counts.values()) - unseen_test, held_out=False)
     out, start = {}, 0
@@ -177,7 +185,8 @@ def synthesize(spec: tuple) -> np.ndarray:
     text, voice, speed, pitch = spec
     proc = subprocess.run(
         ["espeak-ng", "-v", voice, "-s", str(speed), "-p", str(pitch), "--stdout", text],
-        capture_output=True, check=False,
+        capture_output=True,
+        check=False,
     )
     if proc.returncode != 0 or not proc.stdout:
         raise AudioError(f"espeak-ng failed for voice {voice!r}: {proc.stderr.decode(errors='replace').strip()}")

@@ -7,6 +7,7 @@ see BUILTIN_ABOUT). Whichever it is, a copy is saved beside the shards so the bu
 self-describing. Moses leaves a sentence-initial word as it is, and we feed it lowercased text, so
 the first letter of each sentence is capitalized here.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -20,9 +21,11 @@ from speechlm.config import ConfigError
 
 BUILTIN = Path(__file__).resolve().parent.parent / "assets" / "truecaser_en.model.gz"
 BUILTIN_NAME = "builtin:truecaser_en"
-BUILTIN_ABOUT = ("unigram casing counts of the `truecase` package 0.0.14 (Apache-2.0) English "
-                 "distribution, counted on NLTK's Brown, Reuters, SemCor, CoNLL-2000 and State of the "
-                 "Union corpora; converted to the Moses format by tools/truecase_asset.py")
+BUILTIN_ABOUT = (
+    "unigram casing counts of the `truecase` package 0.0.14 (Apache-2.0) English "
+    "distribution, counted on NLTK's Brown, Reuters, SemCor, CoNLL-2000 and State of the "
+    "Union corpora; converted to the Moses format by tools/truecase_asset.py"
+)
 SENT_END = {".", "?", "!"}
 
 _tok = MosesTokenizer(lang="en")

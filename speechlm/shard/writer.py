@@ -6,6 +6,7 @@ once every chunk is staged, the kept clips (already in their shuffled order) are
 by the recipe's size limits and each shard is written as a tar. Every file is written under a
 temporary name and renamed when complete, so a killed build resumes by skipping what exists.
 """
+
 from __future__ import annotations
 
 import io
@@ -77,8 +78,16 @@ def process_chunk(task: dict) -> dict:
             drops[reason] = drops.get(reason, 0) + 1
             continue
         flac = audio.encode_flac(wave)
-        clips.append({"id": cid, "orig_id": oid, "text": text, "duration": round(seconds, 6),
-                      "offset": offset, "length": len(flac)})
+        clips.append(
+            {
+                "id": cid,
+                "orig_id": oid,
+                "text": text,
+                "duration": round(seconds, 6),
+                "offset": offset,
+                "length": len(flac),
+            }
+        )
         blob.append(flac)
         offset += len(flac)
     meta = {"clips": clips, "drops": drops, "errors": errors, "rows": len(task["rows"])}

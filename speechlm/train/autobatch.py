@@ -12,6 +12,7 @@
    data order depends on the micro batch, and a probe may land differently on another start.
 What was picked and why is logged, and the resolved numbers are what config.yaml and checkpoints record.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,8 @@ def _recorded(cfg: Config) -> dict | None:
     run_dir = Path(t.output_dir) / (t.run_name or "")
     try:
         path = CheckpointManager(run_dir if t.resume_from_checkpoint == "auto" and t.run_name else ".").resolve(
-            t.resume_from_checkpoint)
+            t.resume_from_checkpoint
+        )
     except ConfigError:
         return None
     if path is None:
@@ -67,8 +69,9 @@ def resolve(cfg: Config, world: int) -> BatchPick | None:
     return decide(cfg, world, _recorded(cfg))
 
 
-def decide(cfg: Config, world: int, recorded: dict | None, device_memory: tuple[float, str] | None = None
-           ) -> BatchPick | None:
+def decide(
+    cfg: Config, world: int, recorded: dict | None, device_memory: tuple[float, str] | None = None
+) -> BatchPick | None:
     """Steps 1 and 3 from what the caller read: `recorded`, the resumed checkpoint's training values
     (with its "path"), or None; `device_memory` as `device_memory_gib()` gives it (asked when None)."""
     t = cfg.training
@@ -76,11 +79,20 @@ def decide(cfg: Config, world: int, recorded: dict | None, device_memory: tuple[
         return None
     target = target_clips(cfg)
     rec = recorded
-    if rec and isinstance(rec.get("per_device_train_batch_size"), int) and \
-            rec["per_device_train_batch_size"] * rec.get("gradient_accumulation_steps", 1) == target:
-        p = BatchPick(rec["per_device_train_batch_size"], rec["gradient_accumulation_steps"],
-                      bool(rec.get("gradient_checkpointing")), device_gib=float("nan"), worst_clip_seconds=float("nan"),
-                      peak_bytes=float("nan"), reason=f"as recorded by the checkpoint resumed ({rec['path']})")
+    if (
+        rec
+        and isinstance(rec.get("per_device_train_batch_size"), int)
+        and rec["per_device_train_batch_size"] * rec.get("gradient_accumulation_steps", 1) == target
+    ):
+        p = BatchPick(
+            rec["per_device_train_batch_size"],
+            rec["gradient_accumulation_steps"],
+            bool(rec.get("gradient_checkpointing")),
+            device_gib=float("nan"),
+            worst_clip_seconds=float("nan"),
+            peak_bytes=float("nan"),
+            reason=f"as recorded by the checkpoint resumed ({rec['path']})",
+        )
         apply(cfg, p)
         log.warning("per_device_train_batch_size=auto: %s", p.describe())
         return p
@@ -88,8 +100,15 @@ def decide(cfg: Config, world: int, recorded: dict | None, device_memory: tuple[
     clip = worst_clip_seconds(cfg, data_facts(cfg))
     p = pick(cfg, model_shapes(cfg), gib, world=world, clip_seconds=clip)
     apply(cfg, p)
-    log.warning("per_device_train_batch_size=auto for %s (%.1f GiB, ZeRO-%d, world %d), %d clips per step: %s",
-                source, gib, cfg.deepspeed.zero_stage, world, target, p.describe())
+    log.warning(
+        "per_device_train_batch_size=auto for %s (%.1f GiB, ZeRO-%d, world %d), %d clips per step: %s",
+        source,
+        gib,
+        cfg.deepspeed.zero_stage,
+        world,
+        target,
+        p.describe(),
+    )
     return p
 
 
@@ -108,12 +127,20 @@ def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) ->
     if device.type != "cuda" or p.device_gib != p.device_gib:  # no CUDA, or values from a checkpoint
         return p
     if cfg.deepspeed.zero_stage == 3:  # the probe holds every weight; ZeRO-3 will hold 1/N of them
-        log.warning("per_device_train_batch_size=auto: no probe under ZeRO-3 (it would hold all the weights "
-                    "the engine partitions); the plan's pick stands: %s", p.describe())
+        log.warning(
+            "per_device_train_batch_size=auto: no probe under ZeRO-3 (it would hold all the weights "
+            "the engine partitions); the plan's pick stands: %s",
+            p.describe(),
+        )
         return p
     shapes = model_shapes(cfg)
-    opt_bytes = zero_memory(shapes.frozen_params, shapes.trainable_params, stage=cfg.deepspeed.zero_stage,
-                            world=world, offload=cfg.deepspeed.offload)["optimizer_states"]
+    opt_bytes = zero_memory(
+        shapes.frozen_params,
+        shapes.trainable_params,
+        stage=cfg.deepspeed.zero_stage,
+        world=world,
+        offload=cfg.deepspeed.offload,
+    )["optimizer_states"]
     target = target_clips(cfg)
     model.to(device).train()
     micro = p.micro
@@ -130,17 +157,22 @@ def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) ->
         except torch.OutOfMemoryError:
             ok, peak = False, 0
         finally:  # nothing of this try may stay on the device: not the batch, the grads or the reserve
-            reserve = batch = None
+            reserve = batch = None  # noqa: F841
             model.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
         if ok:
             break
         smaller = divisors_down(target, micro // 2)
         if not smaller:
-            raise ConfigError(f"training.per_device_train_batch_size=auto: 1 clip of {p.worst_clip_seconds:.1f} s "
-                              f"runs out of memory on {device}; raise deepspeed.zero_stage or use a larger device")
-        log.warning("per_device_train_batch_size=auto: micro batch %d ran out of memory on the worst case; "
-                    "trying %d", micro, smaller[0])
+            raise ConfigError(
+                f"training.per_device_train_batch_size=auto: 1 clip of {p.worst_clip_seconds:.1f} s "
+                f"runs out of memory on {device}; raise deepspeed.zero_stage or use a larger device"
+            )
+        log.warning(
+            "per_device_train_batch_size=auto: micro batch %d ran out of memory on the worst case; trying %d",
+            micro,
+            smaller[0],
+        )
         micro = smaller[0]
     if world > 1:  # every rank runs the same micro batch: the smallest any of them managed
         import torch.distributed as dist
@@ -150,12 +182,28 @@ def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) ->
         micro = int(t.item())
     torch.cuda.reset_peak_memory_stats(device)
     if micro != p.micro:
-        planned = step_bytes(cfg, shapes, micro, p.gradient_checkpointing, world=world, clip_seconds=p.worst_clip_seconds)
-        p = BatchPick(micro, target // micro, p.gradient_checkpointing, p.device_gib, p.worst_clip_seconds,
-                      planned, reason=f"{p.reason}; halved to {micro} after running out of memory in the probe")
+        planned = step_bytes(
+            cfg, shapes, micro, p.gradient_checkpointing, world=world, clip_seconds=p.worst_clip_seconds
+        )
+        p = BatchPick(
+            micro,
+            target // micro,
+            p.gradient_checkpointing,
+            p.device_gib,
+            p.worst_clip_seconds,
+            planned,
+            reason=f"{p.reason}; halved to {micro} after running out of memory in the probe",
+        )
         apply(cfg, p)
     p.probe_peak_bytes = float(peak) if peak else None  # of this rank's last successful try
-    log.warning("per_device_train_batch_size=auto: the worst case (%d clips of %.1f s) ran on %s, peak %.1f GiB "
-                "(plan %.1f GiB): %s", micro, p.worst_clip_seconds, device, peak / 2**30, p.peak_bytes / 2**30,
-                p.describe())
+    log.warning(
+        "per_device_train_batch_size=auto: the worst case (%d clips of %.1f s) ran on %s, peak %.1f GiB "
+        "(plan %.1f GiB): %s",
+        micro,
+        p.worst_clip_seconds,
+        device,
+        peak / 2**30,
+        p.peak_bytes / 2**30,
+        p.describe(),
+    )
     return p

@@ -8,6 +8,7 @@ A save builds `checkpoints/.tmp-step-N/` (DeepSpeed state in `ds/`, the exported
 A checkpoint written by another world size is loaded through DeepSpeed's universal checkpoint,
 made once into `step-N/universal/` (speechlm.train.elastic).
 """
+
 from __future__ import annotations
 
 import json
@@ -132,8 +133,9 @@ def _save_deepspeed(engine, path: Path, step: int) -> None:
 
     engine.checkpoint_engine, engine._copy_recovery_script = guard, copy_guarded
     try:
-        engine.save_checkpoint(str(path), tag=DS_TAG, client_state={"step": step}, save_latest=False,
-                               exclude_frozen_parameters=True)
+        engine.save_checkpoint(
+            str(path), tag=DS_TAG, client_state={"step": step}, save_latest=False, exclude_frozen_parameters=True
+        )
     finally:
         engine.checkpoint_engine = guard.inner
         del engine._copy_recovery_script  # the class's method again
@@ -168,8 +170,13 @@ class CheckpointManager:
     trainer hands it speechlm.model.io.save_pretrained; by default a model saves itself. With
     `export_card` (a dict) rank 0 then adds the transformers-native export to the same folder."""
 
-    def __init__(self, run_dir: str | Path, save_total_limit: int | None = None, export=_self_export,
-                 export_card: dict | None = None):
+    def __init__(
+        self,
+        run_dir: str | Path,
+        save_total_limit: int | None = None,
+        export=_self_export,
+        export_card: dict | None = None,
+    ):
         self.dir = Path(run_dir) / "checkpoints"
         self.limit = save_total_limit
         self.export = export
@@ -258,8 +265,13 @@ class CheckpointManager:
             if self.rank == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
                 prev = self.latest()
-                log.error("checkpoint step-%d FAILED (%s; %s); the previous checkpoint %s stays valid",
-                          step, err or "on another rank", _free_space(self.dir), prev if prev else "(none yet)")
+                log.error(
+                    "checkpoint step-%d FAILED (%s; %s); the previous checkpoint %s stays valid",
+                    step,
+                    err or "on another rank",
+                    _free_space(self.dir),
+                    prev if prev else "(none yet)",
+                )
             return None
         if self.rank == 0:
             self._prune()
@@ -335,8 +347,9 @@ class CheckpointManager:
         if universal != bool(engine.load_universal_checkpoint()):
             raise RuntimeError("the engine's checkpoint.load_universal does not match the checkpoint's world size")
         settings = elastic.group_settings(engine.optimizer)
-        load_path, _ = engine.load_checkpoint(str(folder), tag=DS_TAG, load_module_strict=False,
-                                              load_optimizer_states=True, load_lr_scheduler_states=True)
+        load_path, _ = engine.load_checkpoint(
+            str(folder), tag=DS_TAG, load_module_strict=False, load_optimizer_states=True, load_lr_scheduler_states=True
+        )
         if load_path is None:
             raise RuntimeError(f"DeepSpeed found no checkpoint in {folder}")
         if universal:

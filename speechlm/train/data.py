@@ -1,4 +1,5 @@
 """The trainer's side of the data: build missing shards (before any collective) and the loaders."""
+
 from __future__ import annotations
 
 import logging

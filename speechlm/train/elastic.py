@@ -11,6 +11,7 @@
   in one line. The LR schedule keeps its length and position (optimizer steps).
 - The data: the reader re-plans the rest of the epoch (speechlm.data.loader.TrainLoader).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,12 @@ def saved_batch(state: dict) -> dict:
         return state["batch"]
     t = state["config"]["training"]
     acc = int(t["gradient_accumulation_steps"])
-    return {"micro": int(t["per_device_train_batch_size"]), "accumulation": acc, "world": int(state["world_size"]),
-            "configured_accumulation": acc}
+    return {
+        "micro": int(t["per_device_train_batch_size"]),
+        "accumulation": acc,
+        "world": int(state["world_size"]),
+        "configured_accumulation": acc,
+    }
 
 
 def fit_accumulation(t, state: dict, world: int) -> str | None:
@@ -52,17 +57,21 @@ def fit_accumulation(t, state: dict, world: int) -> str | None:
         acc = target // per_step
         line = None
         if b["world"] != world:
-            line = (f"elastic resume: {b['world']} -> {world} processes; gradient accumulation {b['accumulation']} -> "
-                    f"{acc} keeps the effective batch at {target} (micro batch {t.per_device_train_batch_size})")
+            line = (
+                f"elastic resume: {b['world']} -> {world} processes; gradient accumulation {b['accumulation']} -> "
+                f"{acc} keeps the effective batch at {target} (micro batch {t.per_device_train_batch_size})"
+            )
         elif acc != t.gradient_accumulation_steps:  # an earlier elastic resume changed it: keep it so
             line = f"resume: gradient accumulation {acc}, as the checkpoint ran, keeps the effective batch at {target}"
         t.gradient_accumulation_steps = acc
         return line
     acc = max(1, round(target / per_step))  # the nearest effective batch this world can make
     t.gradient_accumulation_steps = acc
-    return (f"elastic resume: {b['world']} -> {world} processes; the effective batch {target} is not a multiple of "
-            f"{world} x micro batch {t.per_device_train_batch_size}, so it becomes {per_step * acc} (accumulation "
-            f"{acc}); the learning-rate schedule is unchanged")
+    return (
+        f"elastic resume: {b['world']} -> {world} processes; the effective batch {target} is not a multiple of "
+        f"{world} x micro batch {t.per_device_train_batch_size}, so it becomes {per_step * acc} (accumulation "
+        f"{acc}); the learning-rate schedule is unchanged"
+    )
 
 
 def convert(ds_dir: Path, tag: str, out: Path) -> float:
@@ -73,19 +82,25 @@ def convert(ds_dir: Path, tag: str, out: Path) -> float:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     workers = max(1, min(8, (os.cpu_count() or 2) // 2))
-    args = argparse.Namespace(input_folder=str(ds_dir / tag), output_folder=str(tmp / tag),
-                              num_extract_workers=workers, num_merge_workers=max(1, workers // 2),
-                              keep_temp_folder=False, strict=True,
-                              # our checkpoints carry no Megatron-style universal_checkpoint_info
-                              inject_missing_state=True)
+    args = argparse.Namespace(
+        input_folder=str(ds_dir / tag),
+        output_folder=str(tmp / tag),
+        num_extract_workers=workers,
+        num_merge_workers=max(1, workers // 2),
+        keep_temp_folder=False,
+        strict=True,
+        # our checkpoints carry no Megatron-style universal_checkpoint_info
+        inject_missing_state=True,
+    )
     t0 = time.monotonic()
     chatter = io.StringIO()  # the converter prints its progress: keep it for an error, not the log
     try:
         with contextlib.redirect_stdout(chatter):
             ds_to_universal.main(args)
     except Exception as e:
-        raise RuntimeError(f"DeepSpeed's universal conversion of {ds_dir / tag} failed: {e!r}\n"
-                           f"{chatter.getvalue()[-2000:]}") from e
+        raise RuntimeError(
+            f"DeepSpeed's universal conversion of {ds_dir / tag} failed: {e!r}\n{chatter.getvalue()[-2000:]}"
+        ) from e
     os.rename(tmp, out)
     return time.monotonic() - t0
 

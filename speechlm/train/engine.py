@@ -4,6 +4,7 @@ One source of truth: micro batch, accumulation, clipping and bf16 live in `train
 `ds_configs/` leaves them "auto" and they are filled in here. A value the JSON sets that differs
 from the training config is a ConfigError, not a silent pick of one of the two.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -85,10 +86,16 @@ def resolve_precision(cfg: Config, bf16_supported: bool, device_name: str) -> Co
     """
     if not cfg.training.bf16 or bf16_supported:
         return cfg
-    log.warning("%s has no bf16: training in fp32 instead (training.bf16=false, model.model_dtype=float32; "
-                "about twice the memory of the frozen parts and slower)", device_name)
-    return dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, bf16=False),
-                               model=dataclasses.replace(cfg.model, model_dtype="float32"))
+    log.warning(
+        "%s has no bf16: training in fp32 instead (training.bf16=false, model.model_dtype=float32; "
+        "about twice the memory of the frozen parts and slower)",
+        device_name,
+    )
+    return dataclasses.replace(
+        cfg,
+        training=dataclasses.replace(cfg.training, bf16=False),
+        model=dataclasses.replace(cfg.model, model_dtype="float32"),
+    )
 
 
 def ds_config_path(cfg: Config) -> Path:
@@ -114,8 +121,10 @@ def _fill(d: dict, key: str, value, name: str, source: str) -> None:
     if have == "auto" or have == value:
         d[key] = value
         return
-    raise ConfigError(f"{source}: '{name}' is {have!r} but the training config says {value!r}; "
-                      f"set it in one place (use \"auto\" in the JSON)")
+    raise ConfigError(
+        f"{source}: '{name}' is {have!r} but the training config says {value!r}; "
+        f'set it in one place (use "auto" in the JSON)'
+    )
 
 
 def build_ds_config(cfg: Config, world_size: int) -> dict:
@@ -146,8 +155,10 @@ def build_ds_config(cfg: Config, world_size: int) -> dict:
     zero = ds.setdefault("zero_optimization", {})
     _fill(zero, "stage", cfg.deepspeed.zero_stage, "zero_optimization.stage", src)
     if "optimizer" in ds or "scheduler" in ds:
-        raise ConfigError(f"{src}: remove 'optimizer'/'scheduler'; the trainer builds AdamW with three "
-                          f"parameter groups and the warmup+cosine schedule from `training`")
+        raise ConfigError(
+            f"{src}: remove 'optimizer'/'scheduler'; the trainer builds AdamW with three "
+            f"parameter groups and the warmup+cosine schedule from `training`"
+        )
     return ds
 
 

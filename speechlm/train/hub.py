@@ -5,6 +5,7 @@ each is retried with backoff, and a final failure is reported (without the token
 The token is read from the environment (HF_TOKEN) by huggingface_hub itself; it is never passed
 through our config, printed, logged or saved.
 """
+
 from __future__ import annotations
 
 import logging
@@ -58,11 +59,21 @@ class HubUploader:
                     why = _scrub(f"{type(e).__name__}: {e}").splitlines()[0][:300]
                     if attempt == self.retries:
                         self.failures.append(message)
-                        log.error("hub: upload of %s to %s FAILED after %d tries (%s); training goes on",
-                                  folder.name, self.repo_id, attempt, why)
+                        log.error(
+                            "hub: upload of %s to %s FAILED after %d tries (%s); training goes on",
+                            folder.name,
+                            self.repo_id,
+                            attempt,
+                            why,
+                        )
                     else:
-                        log.warning("hub: upload of %s failed (try %d/%d: %s); retrying",
-                                    folder.name, attempt, self.retries, why)
+                        log.warning(
+                            "hub: upload of %s failed (try %d/%d: %s); retrying",
+                            folder.name,
+                            attempt,
+                            self.retries,
+                            why,
+                        )
                         time.sleep(self.backoff_s * attempt)
 
     def _upload(self, folder: Path, message: str) -> None:

@@ -3,6 +3,7 @@
 Exit status: 0 done; 2 config error; 3 stopped after `max_nonfinite_in_a_row` non-finite steps;
 128+signal (143 SIGTERM, 138 SIGUSR1) after a pre-emption checkpoint, so a Slurm script can requeue.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -93,18 +94,33 @@ class Trainer:
         setup_logging(self.rank)
         set_seed(t.seed)
         self.run_dir = self._run_dir()
-        card = {"repo": t.hub_model_id or "PATH_OR_REPO",
-                "data": [{"name": Path(d.path).name, "split": d.split} for d in cfg.data.train],
-                "recipe": {"learning rate (projector / LoRA)": f"{t.learning_rate:g} / {t.decoder_learning_rate:g}",
-                           "ZeRO stage": cfg.deepspeed.zero_stage}}
-        self.ckpt = ckpt_mod.CheckpointManager(self.run_dir, t.save_total_limit, export=save_pretrained,
-                                               export_card=card if t.export_transformers else None)
+        card = {
+            "repo": t.hub_model_id or "PATH_OR_REPO",
+            "data": [{"name": Path(d.path).name, "split": d.split} for d in cfg.data.train],
+            "recipe": {
+                "learning rate (projector / LoRA)": f"{t.learning_rate:g} / {t.decoder_learning_rate:g}",
+                "ZeRO stage": cfg.deepspeed.zero_stage,
+            },
+        }
+        self.ckpt = ckpt_mod.CheckpointManager(
+            self.run_dir,
+            t.save_total_limit,
+            export=save_pretrained,
+            export_card=card if t.export_transformers else None,
+        )
         resume = self.ckpt.resolve(t.resume_from_checkpoint)
         saved = self.ckpt.read_state(resume) if resume is not None else None
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
         memory = autobatch.device_memory_gib() if t.per_device_train_batch_size == "auto" else None
-        run = resolve_run(cfg, world=self.world, device_name=name, bf16_supported=engine_mod.bf16_supported(self.device),
-                          saved=saved, saved_path=resume, device_memory=memory)
+        run = resolve_run(
+            cfg,
+            world=self.world,
+            device_name=name,
+            bf16_supported=engine_mod.bf16_supported(self.device),
+            saved=saved,
+            saved_path=resume,
+            device_memory=memory,
+        )
         self.cfg = cfg = run.cfg
         self.t = t = cfg.training
         self.configured_accumulation = run.configured_accumulation
@@ -116,11 +132,16 @@ class Trainer:
         ga = t.gradient_accumulation_steps
         self.steps_per_epoch = self.train_loader.steps_per_epoch // ga
         if self.steps_per_epoch <= 0:
-            raise ConfigError(f"data.train: {self.train_loader.steps_per_epoch} batches per rank per epoch is fewer "
-                              f"than training.gradient_accumulation_steps={ga}")
+            raise ConfigError(
+                f"data.train: {self.train_loader.steps_per_epoch} batches per rank per epoch is fewer "
+                f"than training.gradient_accumulation_steps={ga}"
+            )
         self.total_steps = optim.total_steps(t, self.steps_per_epoch)
-        if saved is not None and t.max_steps <= 0 and (saved["world_size"], elastic.saved_batch(saved)["accumulation"]) \
-                != (self.world, ga):
+        if (
+            saved is not None
+            and t.max_steps <= 0
+            and (saved["world_size"], elastic.saved_batch(saved)["accumulation"]) != (self.world, ga)
+        ):
             self.total_steps = saved["total_steps"]  # the LR schedule keeps its length in optimizer steps
         self.optimizer = optim.build_optimizer(self.model, t)
         self.scheduler = optim.build_scheduler(self.optimizer, t, self.total_steps)
@@ -148,12 +169,15 @@ class Trainer:
         effective = run.effective_batch
         if run.elastic_line:
             self.metrics.line(run.elastic_line)
-        self.metrics.line(f"run {self.run_dir}: world {self.world} x micro batch {t.per_device_train_batch_size} x "
-                          f"accumulation {t.gradient_accumulation_steps} = effective batch {effective}; "
-                          f"{self.total_steps} steps ({self.steps_per_epoch}/epoch); ZeRO-{cfg.deepspeed.zero_stage}"
-                          + (f"; per_device_train_batch_size=auto: {self.auto.describe()}" if self.auto else ""))
-        self.metrics.log(self.step, {"effective_batch_size": effective, "world_size": self.world,
-                                     "total_steps": self.total_steps})
+        self.metrics.line(
+            f"run {self.run_dir}: world {self.world} x micro batch {t.per_device_train_batch_size} x "
+            f"accumulation {t.gradient_accumulation_steps} = effective batch {effective}; "
+            f"{self.total_steps} steps ({self.steps_per_epoch}/epoch); ZeRO-{cfg.deepspeed.zero_stage}"
+            + (f"; per_device_train_batch_size=auto: {self.auto.describe()}" if self.auto else "")
+        )
+        self.metrics.log(
+            self.step, {"effective_batch_size": effective, "world_size": self.world, "total_steps": self.total_steps}
+        )
 
     def check_config(self) -> None:
         """Mistakes that need a file (ds JSON) or the model package, found before shards, process
@@ -212,8 +236,10 @@ class Trainer:
                 batch, batches = self._next_batch(batches)
                 real = [i for i, w in zip(batch["ids"], batch["weight"].tolist()) if w > 0]
                 ids.extend(real)
-                self.ledger.write(json.dumps({"step": self.step, "micro": micro, "epoch": self.train_loader.epoch,
-                                              "ids": real}) + "\n")
+                self.ledger.write(
+                    json.dumps({"step": self.step, "micro": micro, "epoch": self.train_loader.epoch, "ids": real})
+                    + "\n"
+                )
                 # the first ctc_warmup_steps teach the projector alone, by CTC (speechlm.model.ctc)
                 objective = "ctc" if self.step < t.ctc_warmup_steps else "lm"
                 out = self.engine(**_to_device(batch, self.device), objective=objective)
@@ -222,9 +248,17 @@ class Trainer:
                 self.engine.step()
                 lv = float(loss.detach().float())
                 finite = math.isfinite(lv)
-                stats += torch.tensor([lv if finite else 0.0, 1, 0 if finite else 1, float(out.num_tokens),
-                                       len(real), float(batch["audio_seconds"][batch["weight"] > 0].sum())],
-                                      dtype=torch.float64)
+                stats += torch.tensor(
+                    [
+                        lv if finite else 0.0,
+                        1,
+                        0 if finite else 1,
+                        float(out.num_tokens),
+                        len(real),
+                        float(batch["audio_seconds"][batch["weight"] > 0].sum()),
+                    ],
+                    dtype=torch.float64,
+                )
             self.ledger.flush()
             sig = torch.tensor([stop.signum], dtype=torch.long)
             if self.world > 1:
@@ -237,8 +271,10 @@ class Trainer:
                 nonfinite_in_a_row += 1
                 self._report_nonfinite(ids, nonfinite_in_a_row)
                 if nonfinite_in_a_row >= t.max_nonfinite_in_a_row:
-                    self.metrics.line(f"stopping: {nonfinite_in_a_row} non-finite steps in a row "
-                                      f"(training.max_nonfinite_in_a_row={t.max_nonfinite_in_a_row})")
+                    self.metrics.line(
+                        f"stopping: {nonfinite_in_a_row} non-finite steps in a row "
+                        f"(training.max_nonfinite_in_a_row={t.max_nonfinite_in_a_row})"
+                    )
                     code = EXIT_NONFINITE
                     break
             else:
@@ -247,7 +283,9 @@ class Trainer:
             if t.eval_steps > 0 and self.step % t.eval_steps == 0 and self.step < self.total_steps:
                 self.evaluate()
             if int(sig.item()):
-                self.metrics.line(f"signal {signal.Signals(int(sig.item())).name}: saving at step {self.step}, then exiting")
+                self.metrics.line(
+                    f"signal {signal.Signals(int(sig.item())).name}: saving at step {self.step}, then exiting"
+                )
                 ok = self.save()
                 code = 128 + int(sig.item()) if ok else 1
                 break
@@ -278,21 +316,33 @@ class Trainer:
         grad_norm = self.engine.get_global_grad_norm() if applied else float("nan")
         grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
         lrs = {f"train/learning_rate/{g.get('name', i)}": g["lr"] for i, g in enumerate(self.optimizer.param_groups)}
-        lr = next((g["lr"] for g in self.optimizer.param_groups if g.get("name") == "projector"),
-                  self.optimizer.param_groups[0]["lr"])
+        lr = next(
+            (g["lr"] for g in self.optimizer.param_groups if g.get("name") == "projector"),
+            self.optimizer.param_groups[0]["lr"],
+        )
         if applied and math.isfinite(grad_norm) and grad_norm > t.grad_norm_spike:
-            log.warning("step %d: grad norm %.1f above training.grad_norm_spike=%.1f", self.step, grad_norm,
-                        t.grad_norm_spike)
+            log.warning(
+                "step %d: grad norm %.1f above training.grad_norm_spike=%.1f", self.step, grad_norm, t.grad_norm_spike
+            )
         self.metrics.progress(self.step, loss, lr)
         if self.step % max(1, t.logging_steps) and self.step != self.total_steps and self.step != 1:
             return
-        self.metrics.log(self.step, {
-            "train/loss": loss, "train/grad_norm": grad_norm, "train/learning_rate": lr, **lrs,
-            "train/epoch": self.epoch, "train/step_applied": applied,
-            "perf/step_time_s": dt, "perf/samples_per_s": float(stats[4]) / dt,
-            "perf/audio_seconds_per_s": float(stats[5]) / dt, "perf/tokens_per_s": float(stats[3]) / dt,
-            "perf/peak_memory_gb": peak_memory_gb(self.device),
-        })
+        self.metrics.log(
+            self.step,
+            {
+                "train/loss": loss,
+                "train/grad_norm": grad_norm,
+                "train/learning_rate": lr,
+                **lrs,
+                "train/epoch": self.epoch,
+                "train/step_applied": applied,
+                "perf/step_time_s": dt,
+                "perf/samples_per_s": float(stats[4]) / dt,
+                "perf/audio_seconds_per_s": float(stats[5]) / dt,
+                "perf/tokens_per_s": float(stats[3]) / dt,
+                "perf/peak_memory_gb": peak_memory_gb(self.device),
+            },
+        )
 
     def _report_nonfinite(self, ids: list[str], count: int) -> None:
         every = [None] * self.world
@@ -301,8 +351,12 @@ class Trainer:
         else:
             every = [ids]
         clips = [i for r in every for i in r]
-        log.warning("step %d: non-finite loss or gradient; update skipped (%d in a row); clips: %s",
-                    self.step, count, ", ".join(clips))
+        log.warning(
+            "step %d: non-finite loss or gradient; update skipped (%d in a row); clips: %s",
+            self.step,
+            count,
+            ", ".join(clips),
+        )
         self.metrics.log(self.step, {"train/nonfinite_step": 1, "train/nonfinite_clips": clips})
 
     @torch.no_grad()
@@ -333,10 +387,19 @@ class Trainer:
         return loss
 
     def save(self) -> bool:
-        batch = {"micro": self.t.per_device_train_batch_size, "accumulation": self.t.gradient_accumulation_steps,
-                 "world": self.world, "configured_accumulation": self.configured_accumulation}
-        trainer_state = {"epoch": self.epoch, "total_steps": self.total_steps, "batch": batch,
-                         "scheduler": self.scheduler.state_dict(), "config": config_mod.to_dict(self.cfg)}
+        batch = {
+            "micro": self.t.per_device_train_batch_size,
+            "accumulation": self.t.gradient_accumulation_steps,
+            "world": self.world,
+            "configured_accumulation": self.configured_accumulation,
+        }
+        trainer_state = {
+            "epoch": self.epoch,
+            "total_steps": self.total_steps,
+            "batch": batch,
+            "scheduler": self.scheduler.state_dict(),
+            "config": config_mod.to_dict(self.cfg),
+        }
         local = {"reader": self.train_loader.state_dict(), "rng": ckpt_mod.rng_state()}
         path = self.ckpt.save(self.step, self.engine, self.model, trainer_state, local)
         if path is None:
@@ -348,9 +411,13 @@ class Trainer:
 
     def finish(self) -> None:
         skipped = {k: v for k, v in self.train_loader.stats.items() if k in SKIP_KEYS and v}
-        log.warning("rank %d data summary: skipped %d (%s); decoded %d clips", self.rank, sum(skipped.values()),
-                    ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())) or "none",
-                    self.train_loader.stats.get("clips_decoded", 0))
+        log.warning(
+            "rank %d data summary: skipped %d (%s); decoded %d clips",
+            self.rank,
+            sum(skipped.values()),
+            ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())) or "none",
+            self.train_loader.stats.get("clips_decoded", 0),
+        )
         self.ledger.close()
         if self.hub is not None:
             self.hub.close()

@@ -2,6 +2,7 @@
 
 Every other rank gets a logger whose methods do nothing, so the loop never branches on rank.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,10 +44,17 @@ class Metrics:
             import wandb
 
             # WANDB_MODE=offline works: the run is written under the run dir and synced later.
-            self.wandb = wandb.init(project=t.wandb_project, name=Path(run_dir).name, dir=str(run_dir),
-                                    config=to_dict(cfg), resume="allow", id=_wandb_id(run_dir))
-        self.bar = tqdm(total=total_steps, initial=start_step, desc="train", dynamic_ncols=True,
-                        file=sys.stderr, mininterval=1.0)
+            self.wandb = wandb.init(
+                project=t.wandb_project,
+                name=Path(run_dir).name,
+                dir=str(run_dir),
+                config=to_dict(cfg),
+                resume="allow",
+                id=_wandb_id(run_dir),
+            )
+        self.bar = tqdm(
+            total=total_steps, initial=start_step, desc="train", dynamic_ncols=True, file=sys.stderr, mininterval=1.0
+        )
 
     def log(self, step: int, values: dict) -> None:
         if not self.enabled:

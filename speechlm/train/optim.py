@@ -1,4 +1,5 @@
 """AdamW over the model's parameter groups, and the warmup-then-decay schedule (transformers')."""
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,7 @@ def build_scheduler(optimizer: torch.optim.Optimizer, t: TrainingConfig, total_s
     """Linear warmup over `warmup_steps`, then cosine (or linear) to zero at `total_steps`."""
     # "constant" in our config means constant after the same warmup (transformers' constant_with_warmup)
     name = "constant_with_warmup" if t.lr_scheduler_type == "constant" else t.lr_scheduler_type
-    return get_scheduler(name, optimizer, num_warmup_steps=t.warmup_steps,
-                         num_training_steps=total_steps)
+    return get_scheduler(name, optimizer, num_warmup_steps=t.warmup_steps, num_training_steps=total_steps)
 
 
 def lr_factor(step: int, warmup: int, total: int, kind: str = "cosine") -> float:

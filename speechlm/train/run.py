@@ -10,6 +10,7 @@ the loss kernel the planner assumed. No process group, no model: tests call it d
 On CUDA the auto pick is then tried once on the built model (speechlm.train.autobatch.probe);
 `RunSettings.with_pick` re-resolves the DeepSpeed config for what the probe settled on.
 """
+
 from __future__ import annotations
 
 import copy
@@ -43,8 +44,16 @@ class RunSettings:
         if pick is None:
             return self
         ds = _ds_config(self.cfg, self.world, self.load_universal)
-        return RunSettings(self.cfg, self.world, ds, pick, self.elastic_line, self.configured_accumulation,
-                           self.load_universal, self.loss)
+        return RunSettings(
+            self.cfg,
+            self.world,
+            ds,
+            pick,
+            self.elastic_line,
+            self.configured_accumulation,
+            self.load_universal,
+            self.loss,
+        )
 
 
 def _ds_config(cfg: Config, world: int, load_universal: bool) -> dict:
@@ -54,8 +63,16 @@ def _ds_config(cfg: Config, world: int, load_universal: bool) -> dict:
     return ds
 
 
-def resolve_run(cfg: Config, *, world: int, device_name: str, bf16_supported: bool, saved: dict | None = None,
-                saved_path=None, device_memory: tuple[float, str] | None = None) -> RunSettings:
+def resolve_run(
+    cfg: Config,
+    *,
+    world: int,
+    device_name: str,
+    bf16_supported: bool,
+    saved: dict | None = None,
+    saved_path=None,
+    device_memory: tuple[float, str] | None = None,
+) -> RunSettings:
     """The run's settings on `world` processes of a device (`device_name`, whether it has bf16),
     resuming `saved` (the checkpoint's trainer_state, from `saved_path`) or starting fresh.
     `device_memory`: (GiB, where from) for `per_device_train_batch_size: auto`. `cfg` is not changed."""

@@ -4,6 +4,7 @@ Every rank transcribes the same clips, so that under ZeRO-3 all ranks run the sa
 (pitfall 2); rank 0 logs. Costs one generate pass over `training.eval_transcribe_clips` clips per
 eval set.
 """
+
 from __future__ import annotations
 
 from speechlm import eval as ev
@@ -16,8 +17,9 @@ def transcribe_eval(model, cfg) -> tuple[dict[str, float], str]:
     split = "eval"
     for ds in cfg.data.eval:
         split = ds.split
-        res = ev.evaluate(model, ds.path, cfg.training.eval_transcribe_clips,
-                          cfg.training.per_device_eval_batch_size, ds.split)
+        res = ev.evaluate(
+            model, ds.path, cfg.training.eval_transcribe_clips, cfg.training.per_device_eval_batch_size, ds.split
+        )
         rows += res["rows"]
         capped += res["capped"]
         loops += res["loops_truncated"]

@@ -3,6 +3,7 @@
 Run once in a side environment that has torchaudio (here: torch 2.9.1 + torchaudio 2.9 + transformers 5.24.0):
     /tmp/ta/bin/python tests/data/make_granite_features_ref.py
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,9 @@ for n in lengths:
 out = GraniteSpeech5FeatureExtractor()(waves, sampling_rate=16000, return_tensors="np")
 np.savez_compressed(
     Path(__file__).with_name("granite_features_ref.npz"),
-    n=len(waves), input_features=out["input_features"].astype(np.float32),
-    attention_mask=out["attention_mask"], **{f"wave{i}": w for i, w in enumerate(waves)},
+    n=len(waves),
+    input_features=out["input_features"].astype(np.float32),
+    attention_mask=out["attention_mask"],
+    **{f"wave{i}": w for i, w in enumerate(waves)},
 )
 print(out["input_features"].shape, out["attention_mask"].sum(-1))

@@ -6,6 +6,7 @@ member (truncated download), and one manifest entry whose tar does not exist (mi
 `BadSet.unreadable` lists every train id that can't be trained on, so a test can demand that all the
 rest is trained on exactly once per epoch.
 """
+
 from __future__ import annotations
 
 import io
@@ -19,8 +20,12 @@ import numpy as np
 import soundfile as sf
 
 BAD = {  # clip id -> the fault
-    "bad_corrupt": "corrupt flac", "bad_zero": "zero-length audio", "bad_nan": "NaN samples",
-    "bad_inf": "inf samples", "bad_utf8": "non-UTF-8 text", "bad_empty": "empty text",
+    "bad_corrupt": "corrupt flac",
+    "bad_zero": "zero-length audio",
+    "bad_nan": "NaN samples",
+    "bad_inf": "inf samples",
+    "bad_utf8": "non-UTF-8 text",
+    "bad_empty": "empty text",
 }
 
 
@@ -60,8 +65,15 @@ def make_bad_set(good: Path, out: Path) -> BadSet:
     with tarfile.open(out / train[0]["file"]) as t:
         flac = next(t.extractfile(m).read() for m in t.getmembers() if m.name.endswith(".flac"))
     wave, _ = sf.read(io.BytesIO(flac), dtype="float32")
-    meta = lambda cid, text: json.dumps({"id": cid, "text": text, "duration": len(wave) / 16000,  # noqa: E731
-                                         "source": "bad", "orig_id": cid}).encode()
+    meta = lambda cid, text: json.dumps(  # noqa: E731
+        {
+            "id": cid,
+            "text": text,
+            "duration": len(wave) / 16000,  # noqa: E731
+            "source": "bad",
+            "orig_id": cid,
+        }
+    ).encode()
     bad_file = "synthetic-train-000099.tar"
     with tarfile.open(out / bad_file, "w") as t:
         for cid, flac_bytes, json_bytes in [
@@ -74,8 +86,16 @@ def make_bad_set(good: Path, out: Path) -> BadSet:
         ]:
             _add(t, f"{cid}.flac", flac_bytes)
             _add(t, f"{cid}.json", json_bytes)
-    train.append({**train[0], "file": bad_file, "clips": len(BAD), "seconds": len(BAD) * len(wave) / 16000,
-                  "ids": list(BAD), "durations": [len(wave) / 16000] * len(BAD)})
+    train.append(
+        {
+            **train[0],
+            "file": bad_file,
+            "clips": len(BAD),
+            "seconds": len(BAD) * len(wave) / 16000,
+            "ids": list(BAD),
+            "durations": [len(wave) / 16000] * len(BAD),
+        }
+    )
     man["splits"]["train"]["clips"] += len(BAD)
     # a truncated tar: cut in the middle of the 3rd clip's audio; it and the rest of that tar are lost
     cut = train[1]

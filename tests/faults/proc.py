@@ -1,4 +1,5 @@
 """Run `launch/train.py` as a real child process and hit it with real faults (signals, OS limits)."""
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,17 @@ WATCHDOG_S = 600  # any wait longer than this is a hang: the test fails instead 
 
 
 class Train:
-    def __init__(self, run_dir: Path, overrides: list[str], log: Path, env: dict | None = None,
-                 fsize_limit: int | None = None):
+    def __init__(
+        self, run_dir: Path, overrides: list[str], log: Path, env: dict | None = None, fsize_limit: int | None = None
+    ):
         self.run_dir, self.log = run_dir, log
-        full_env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                    **(env or {})}
+        full_env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            **(env or {}),
+        }
 
         def limits():  # in the child: a real per-file size limit (EFBIG), as a full disk would give
             if fsize_limit is not None:
@@ -31,8 +38,14 @@ class Train:
         self.offset = metrics.stat().st_size if metrics.is_file() else 0  # rows this process logs come after
         self.out = open(log, "w")
         self.t0 = time.monotonic()
-        self.p = subprocess.Popen([sys.executable, "launch/train.py", "--config", "tiny", *overrides], cwd=REPO_ROOT,
-                                  env=full_env, stdout=self.out, stderr=subprocess.STDOUT, preexec_fn=limits)
+        self.p = subprocess.Popen(
+            [sys.executable, "launch/train.py", "--config", "tiny", *overrides],
+            cwd=REPO_ROOT,
+            env=full_env,
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=limits,
+        )
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -66,6 +79,6 @@ class Train:
             return self.p.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"watchdog: trainer still running after {timeout} s:\n{self.text()[-3000:]}")
+            raise AssertionError(f"watchdog: trainer still running after {timeout} s:\n{self.text()[-3000:]}")  # noqa: B904
         finally:
             self.out.close()

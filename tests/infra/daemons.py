@@ -1,5 +1,6 @@
 """What the test daemons (sshd, munged, slurmctld, slurmd) share: a free port, waiting for one to
 come up (with its log in the error), and stopping one by its process, even after a failure."""
+
 from __future__ import annotations
 
 import socket
@@ -14,8 +15,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(ok, timeout: float, what: str, log: Path, proc: subprocess.Popen | None = None,
-               poll: float = 0.1) -> None:
+def wait_until(
+    ok, timeout: float, what: str, log: Path, proc: subprocess.Popen | None = None, poll: float = 0.1
+) -> None:
     deadline = time.time() + timeout
     while not ok():
         if (proc is not None and proc.poll() is not None) or time.time() > deadline:

@@ -1,5 +1,6 @@
 """Small filesystems for fault tests: a size-limited tmpfs in a private mount namespace (`unshare -m`),
 so a test can fill a disk or /dev/shm for its child processes alone."""
+
 from __future__ import annotations
 
 import subprocess

@@ -4,6 +4,7 @@ Installs the packages with apt-get when missing, generates the munge key, writes
 spool, pid and log paths in a temporary dir), starts munged, slurmctld and slurmd, and stops all
 three (by pid) at the end, even on failure. Every command must see SLURM_CONF (see `env`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,9 +34,9 @@ def install() -> None:
         return
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=600)
-    subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], check=True, env=env, timeout=900,
-                   stdout=subprocess.DEVNULL)
-
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", *PACKAGES], check=True, env=env, timeout=900, stdout=subprocess.DEVNULL
+    )
 
 
 def _munge_key() -> None:
@@ -62,12 +63,12 @@ SlurmdUser=root
 SlurmctldPort={free_port()}
 SlurmdPort={free_port()}
 AuthType=auth/munge
-StateSaveLocation={tmp / 'state'}
-SlurmdSpoolDir={tmp / 'spool'}
-SlurmctldPidFile={tmp / 'slurmctld.pid'}
-SlurmdPidFile={tmp / 'slurmd.pid'}
-SlurmctldLogFile={tmp / 'slurmctld.log'}
-SlurmdLogFile={tmp / 'slurmd.log'}
+StateSaveLocation={tmp / "state"}
+SlurmdSpoolDir={tmp / "spool"}
+SlurmctldPidFile={tmp / "slurmctld.pid"}
+SlurmdPidFile={tmp / "slurmd.pid"}
+SlurmctldLogFile={tmp / "slurmctld.log"}
+SlurmdLogFile={tmp / "slurmd.log"}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -110,6 +111,7 @@ def _cluster(tmp: Path, cpus: int, kill_wait: int):
         for d in ("/run/munge", "/var/log/munge", "/var/lib/munge"):
             Path(d).mkdir(parents=True, exist_ok=True)
             shutil.chown(d, "munge", "munge")
+
         def answers(cmd: list[str], says: str = "") -> bool:
             r = subprocess.run(cmd, env=env, capture_output=True, text=True)
             return r.returncode == 0 and says in r.stdout
@@ -122,10 +124,22 @@ def _cluster(tmp: Path, cpus: int, kill_wait: int):
         # a munged that already answers there is reused, not ours to stop
         if not answers(["munge", "-n"]):
             start("munged", ["munged", "-F"], ["munge", "-n"], "", tmp / "munged.err", user="munge", group="munge")
-        start("slurmctld", ["slurmctld", "-D", "-i", "-f", str(conf)], ["scontrol", "ping"], "UP",
-              tmp / "slurmctld.log", env=env)
-        start("slurmd", ["slurmd", "-D", "-f", str(conf)], ["sinfo", "-h", "-o", "%t"], "idle", tmp / "slurmd.log",
-              env=env)
+        start(
+            "slurmctld",
+            ["slurmctld", "-D", "-i", "-f", str(conf)],
+            ["scontrol", "ping"],
+            "UP",
+            tmp / "slurmctld.log",
+            env=env,
+        )
+        start(
+            "slurmd",
+            ["slurmd", "-D", "-f", str(conf)],
+            ["sinfo", "-h", "-o", "%t"],
+            "idle",
+            tmp / "slurmd.log",
+            env=env,
+        )
         yield env
     finally:
         with contextlib.suppress(Exception):

@@ -1,5 +1,6 @@
 """An sshd on 127.0.0.1:<free port>, run as root with its config, host key and client key in a
 temporary dir, for the RunPod launcher's SSH round trip. Stopped (by pid) on exit, even on failure."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,16 @@ class Sshd:
 
     def cli_args(self) -> list[str]:
         """Connection options for launch/runpod.py."""
-        return [self.host, str(self.port), "--identity", self.identity,
-                "--ssh-opt", f"UserKnownHostsFile={self.known_hosts}", "--ssh-opt", "LogLevel=ERROR"]
+        return [
+            self.host,
+            str(self.port),
+            "--identity",
+            self.identity,
+            "--ssh-opt",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "--ssh-opt",
+            "LogLevel=ERROR",
+        ]
 
 
 def available() -> str | None:
@@ -52,12 +61,17 @@ def sshd(tmp: Path, env: dict[str, str] | None = None):
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host_key'}\nPidFile {tmp / 'sshd.pid'}\n"
         f"AuthorizedKeysFile {tmp / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-        f"Subsystem sftp internal-sftp\n{'SetEnv ' + setenv if setenv else ''}\n")
+        f"Subsystem sftp internal-sftp\n{'SetEnv ' + setenv if setenv else ''}\n"
+    )
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation dir
     # -D: stay in the foreground so this process is the daemon and can be stopped by its pid
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")],
-                            stdout=subprocess.DEVNULL, stderr=open(tmp / "sshd.log", "w"))
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")],
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp / "sshd.log", "w"),
+    )
     try:
+
         def listening() -> bool:
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", port)) == 0

@@ -1,4 +1,5 @@
 """transformers config of a speechlm export (AutoConfig with trust_remote_code)."""
+
 from __future__ import annotations
 
 from transformers import PretrainedConfig
@@ -12,9 +13,18 @@ class SpeechLMConfig(PretrainedConfig):
 
     model_type = "speechlm"
 
-    def __init__(self, encoder_family: str = "", encoder: dict | None = None, decoder: dict | None = None,
-                 lora: dict | None = None, speechlm: dict | None = None, features: dict | None = None,
-                 projector_dtype: str = "float32", bf16: bool = True, **kwargs):
+    def __init__(
+        self,
+        encoder_family: str = "",
+        encoder: dict | None = None,
+        decoder: dict | None = None,
+        lora: dict | None = None,
+        speechlm: dict | None = None,
+        features: dict | None = None,
+        projector_dtype: str = "float32",
+        bf16: bool = True,
+        **kwargs,
+    ):
         self.encoder_family = encoder_family
         self.encoder = encoder or {}
         self.decoder = decoder or {}

@@ -1,4 +1,5 @@
 """The encoder family's feature extractor as a transformers feature extractor (AutoFeatureExtractor)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -6,6 +6,7 @@ speechlm's source), holding the encoder, the projector and the decoder with its 
     model = AutoModel.from_pretrained(folder, trust_remote_code=True)
     model.transcribe([wave_16k_float32, ...])     # one text per clip (any length: cut into windows)
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -42,14 +43,16 @@ class SpeechLMForASR(PreTrainedModel):
 
             decoder = get_peft_model(decoder, get_peft_config(dict(config.lora)), autocast_adapter_dtype=True)
         s = config.speechlm
-        projector = Projector(family.hidden_size, decoder.config.hidden_size, s["projector_hidden_dim"],
-                              s["projector_pool_stride"])
+        projector = Projector(
+            family.hidden_size, decoder.config.hidden_size, s["projector_hidden_dim"], s["projector_pool_stride"]
+        )
         if tokenizer is None:
             tokenizer = AutoTokenizer.from_pretrained(config._name_or_path, config=config)
         self.tokenizer = tokenizer
         # inference only: the training loss (and its optional CUDA kernels) does not travel
-        self.model = SpeechLM(SimpleNamespace(**s), encoder, projector, decoder, tokenizer, family, {},
-                              bf16=config.bf16, loss=TokenLoss())
+        self.model = SpeechLM(
+            SimpleNamespace(**s), encoder, projector, decoder, tokenizer, family, {}, bf16=config.bf16, loss=TokenLoss()
+        )
         self.post_init()
         # dtypes as speechlm has them (docs/design.md): LoRA in fp32 beside a bf16 base, the projector in
         # its own dtype, and nothing else kept apart (speechlm casts Granite's BatchNorm with its encoder)
@@ -73,11 +76,22 @@ class SpeechLMForASR(PreTrainedModel):
         return self.model.label_logits(input_features, feature_mask, input_ids, attention_mask, labels)
 
     @torch.no_grad()
-    def transcribe(self, waves, window_seconds: float = 20.0, strategy: str = "pause", batch_size: int = 16,
-                   max_new_tokens: int | None = None) -> list[str]:
+    def transcribe(
+        self,
+        waves,
+        window_seconds: float = 20.0,
+        strategy: str = "pause",
+        batch_size: int = 16,
+        max_new_tokens: int | None = None,
+    ) -> list[str]:
         """16 kHz mono float clips of any length -> transcripts, exactly as `speechlm.transcribe` does."""
         limit = self.model.family.max_seconds
         window = min(window_seconds, limit) if limit else window_seconds
-        return transcribe_long(lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens), waves,
-                               window, strategy=strategy, batch_size=batch_size,
-                               min_samples=self.model.features.min_samples)
+        return transcribe_long(
+            lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens),
+            waves,
+            window,
+            strategy=strategy,
+            batch_size=batch_size,
+            min_samples=self.model.features.min_samples,
+        )

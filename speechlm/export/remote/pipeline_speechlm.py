@@ -8,6 +8,7 @@ Audio of any length: clips longer than the window are cut at pauses (speechlm_lo
 module speechlm.transcribe uses). Files are decoded with soundfile; other sample rates resampled
 with soxr (both optional: pass 16 kHz arrays without them).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,8 +61,11 @@ class SpeechLMASRPipeline(Pipeline):
     _load_processor = False
 
     def _sanitize_parameters(self, window_seconds=None, strategy=None, max_new_tokens=None, **kwargs):
-        forward = {k: v for k, v in (("window_seconds", window_seconds), ("strategy", strategy),
-                                      ("max_new_tokens", max_new_tokens)) if v is not None}
+        forward = {
+            k: v
+            for k, v in (("window_seconds", window_seconds), ("strategy", strategy), ("max_new_tokens", max_new_tokens))
+            if v is not None
+        }
         return {}, forward, {}
 
     def preprocess(self, inputs):

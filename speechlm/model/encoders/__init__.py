@@ -14,6 +14,7 @@ reload) and hands the object to everything else:
     hidden, frames = fam.encode(encoder, input_features, feature_mask)
     fam.set_mode(encoder, training, trainable)     # frozen-mode rules (e.g. BatchNorm always eval)
 """
+
 from __future__ import annotations
 
 import importlib
@@ -47,8 +48,10 @@ def family_class(model_type: str, model_id: str = "") -> type[EncoderFamily]:
         if model_type in types:
             return importlib.import_module(module).FAMILY
     where = f"'{model_id}' has" if model_id else "got"
-    raise ConfigError(f"model.audio_model_id: {where} model_type '{model_type}', which no encoder family handles; "
-                      f"supported: {supported()}")
+    raise ConfigError(
+        f"model.audio_model_id: {where} model_type '{model_type}', which no encoder family handles; "
+        f"supported: {supported()}"
+    )
 
 
 def family_from_config(config, model_id: str = "", features_settings: dict | None = None) -> EncoderFamily:
@@ -60,8 +63,9 @@ def family_from_config(config, model_id: str = "", features_settings: dict | Non
         raise ConfigError(f"model.audio_model_id: {e}") from None
 
 
-def family_for(model_id: str, trust_remote_code: bool = False, allow_bundled: bool = False,
-               features_settings: dict | None = None) -> EncoderFamily:
+def family_for(
+    model_id: str, trust_remote_code: bool = False, allow_bundled: bool = False, features_settings: dict | None = None
+) -> EncoderFamily:
     """The family of `model_id` (hub id, local dir or `tiny/<name>`), from its config alone.
     `allow_bundled`: shapes only (planner, meta counts), from the bundled real config when the
     checkpoint's is not local; never downloads."""
@@ -75,5 +79,13 @@ def family_for(model_id: str, trust_remote_code: bool = False, allow_bundled: bo
     return family_from_config(cfg, model_id, features_settings)
 
 
-__all__ = ["FAMILIES", "EncoderFamily", "conv_output_length", "family_class", "family_for", "family_from_config",
-           "register", "supported"]
+__all__ = [
+    "FAMILIES",
+    "EncoderFamily",
+    "conv_output_length",
+    "family_class",
+    "family_for",
+    "family_from_config",
+    "register",
+    "supported",
+]

@@ -3,6 +3,7 @@
 Part of the modelling layer: imports only torch, numpy, transformers and its sibling modules
 (relative), so it can be copied into an exported model folder as it is.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields

@@ -13,6 +13,7 @@ Each subsampling block halves time (`subsample_layers`), so a clip of N samples 
 ceil((N // 160) / 2) frames, halved per block. BatchNorm lives in its conv modules: the encoder is
 in eval mode always, trained or not, so the pretrained running statistics never move (pitfall 12).
 """
+
 from __future__ import annotations
 
 import json
@@ -62,8 +63,13 @@ class GraniteFeatures(LogMelFeatures):
         if self.win_length > self.n_fft:
             raise ValueError(f"win_length {self.win_length} > n_fft {self.n_fft}")
         fb = mel_filter_bank(
-            num_frequency_bins=self.n_fft // 2 + 1, num_mel_filters=self.num_mel_bins, min_frequency=0.0,
-            max_frequency=self.sampling_rate / 2, sampling_rate=self.sampling_rate, norm=None, mel_scale="htk",
+            num_frequency_bins=self.n_fft // 2 + 1,
+            num_mel_filters=self.num_mel_bins,
+            min_frequency=0.0,
+            max_frequency=self.sampling_rate / 2,
+            sampling_rate=self.sampling_rate,
+            norm=None,
+            mel_scale="htk",
         )
         self._mel_fb = torch.from_numpy(fb).float()  # [n_freqs, n_mels]
         self._window = torch.hann_window(self.win_length, periodic=True)
@@ -81,9 +87,16 @@ class GraniteFeatures(LogMelFeatures):
 
     def _mel(self, audio: torch.Tensor) -> torch.Tensor:
         spec = torch.stft(
-            audio, n_fft=self.n_fft, hop_length=self.hop_length, win_length=self.win_length,
-            window=self._window.to(audio.device), center=True, pad_mode="reflect", normalized=False,
-            onesided=True, return_complex=True,
+            audio,
+            n_fft=self.n_fft,
+            hop_length=self.hop_length,
+            win_length=self.win_length,
+            window=self._window.to(audio.device),
+            center=True,
+            pad_mode="reflect",
+            normalized=False,
+            onesided=True,
+            return_complex=True,
         )
         power = spec.abs().pow(2.0)  # [B, n_freqs, frames]
         return torch.matmul(power.transpose(-1, -2), self._mel_fb.to(audio.device)).transpose(-1, -2)
@@ -156,8 +169,16 @@ class GraniteSpeech5Family(EncoderFamily):
 
         torch.manual_seed(0)
         enc = GraniteSpeech5EncoderConfig(
-            vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
-            num_mel_bins=80, max_position_embeddings=64, context_size=32, conv_kernel_size=5, subsample_layers=[0, 1],
+            vocab_size=64,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_mel_bins=80,
+            max_position_embeddings=64,
+            context_size=32,
+            conv_kernel_size=5,
+            subsample_layers=[0, 1],
         )
         model = GraniteSpeech5ForCTC(GraniteSpeech5CTCConfig(vocab_size=64, encoder_config=enc))
         # a "pretrained" encoder has non-trivial BatchNorm statistics; make them so, so that a

@@ -13,6 +13,7 @@ the mel frames past a clip's end are zeroed before conv1 and conv1's outputs pas
 Time: conv1 (k3 s1 p1) keeps the 100 mel frames/s, conv2 (k3 s2 p1) halves them: frames =
 ceil(mel / 2), 50 per second; a clip of N samples has ceil(N / 160) mel frames.
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,8 +47,13 @@ class WhisperFeatures(LogMelFeatures):
 
     def __post_init__(self):
         fb = mel_filter_bank(
-            num_frequency_bins=1 + self.n_fft // 2, num_mel_filters=self.num_mel_bins, min_frequency=0.0,
-            max_frequency=8000.0, sampling_rate=self.sampling_rate, norm="slaney", mel_scale="slaney",
+            num_frequency_bins=1 + self.n_fft // 2,
+            num_mel_filters=self.num_mel_bins,
+            min_frequency=0.0,
+            max_frequency=8000.0,
+            sampling_rate=self.sampling_rate,
+            norm="slaney",
+            mel_scale="slaney",
         )
         self._mel_fb = torch.from_numpy(fb).float()  # [n_freqs, n_mels]
         self._window = torch.hann_window(self.n_fft, periodic=True)
@@ -72,8 +78,10 @@ class WhisperFeatures(LogMelFeatures):
         return -(-int(num_samples) // self.hop_length)
 
     def too_long(self, i: int, num_samples: int) -> str:
-        return (f"clip {i}: {num_samples / self.sampling_rate:.2f} s is longer than the Whisper "
-                f"encoder's {self.chunk_length} s limit")
+        return (
+            f"clip {i}: {num_samples / self.sampling_rate:.2f} s is longer than the Whisper "
+            f"encoder's {self.chunk_length} s limit"
+        )
 
     @torch.no_grad()
     def extract(self, audio: torch.Tensor, lengths: list[int]) -> torch.Tensor:
@@ -84,8 +92,15 @@ class WhisperFeatures(LogMelFeatures):
         # when that comes first, where the stock one's reflect padding starts too
         width = min(audio.shape[1] + self.n_fft, max(self.max_samples, audio.shape[1]))
         audio = nn.functional.pad(audio.float(), (0, width - audio.shape[1]))
-        spec = torch.stft(audio, self.n_fft, self.hop_length, window=self._window.to(audio.device),
-                          center=True, pad_mode="reflect", return_complex=True)
+        spec = torch.stft(
+            audio,
+            self.n_fft,
+            self.hop_length,
+            window=self._window.to(audio.device),
+            center=True,
+            pad_mode="reflect",
+            return_complex=True,
+        )
         power = spec.abs().pow(2)  # [B, n_freqs, frames]
         mel = torch.matmul(power.transpose(-1, -2), self._mel_fb.to(audio.device))  # [B, frames, n_mels]
         logmel = mel.clamp_min(1e-10).log10()
@@ -116,8 +131,10 @@ class VarLenWhisperEncoder(WhisperEncoder):
     def forward(self, input_features: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs):
         frames = input_features.shape[-1]
         if frames > self.max_input_frames():
-            raise ValueError(f"Whisper takes at most {self.max_input_frames()} mel frames "
-                             f"({self.max_input_frames() // 100} s), got {frames}")
+            raise ValueError(
+                f"Whisper takes at most {self.max_input_frames()} mel frames "
+                f"({self.max_input_frames() // 100} s), got {frames}"
+            )
         out_mask = None
         if attention_mask is not None:
             keep = attention_mask.bool()[:, None, :]  # [B, 1, T]
@@ -189,8 +206,9 @@ class WhisperFamily(EncoderFamily):
         path = str(encoder.config.name_or_path)
         if path not in self._logged_decoder_skip:
             self._logged_decoder_skip.add(path)
-            log.info("%s: loaded only the Whisper encoder; the checkpoint's decoder weights are ignored on purpose",
-                     path)
+            log.info(
+                "%s: loaded only the Whisper encoder; the checkpoint's decoder weights are ignored on purpose", path
+            )
         return encoder
 
     def encode(self, encoder, input_features, feature_mask):
@@ -205,10 +223,23 @@ class WhisperFamily(EncoderFamily):
 
         torch.manual_seed(0)
         cfg = WhisperConfig(
-            vocab_size=64, num_mel_bins=80, d_model=64, encoder_layers=2, encoder_attention_heads=4,
-            decoder_layers=1, decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
-            max_source_positions=1500, max_target_positions=32, pad_token_id=0, bos_token_id=1,
-            eos_token_id=1, decoder_start_token_id=2, begin_suppress_tokens=None, suppress_tokens=None,
+            vocab_size=64,
+            num_mel_bins=80,
+            d_model=64,
+            encoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_layers=1,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=128,
+            decoder_ffn_dim=128,
+            max_source_positions=1500,
+            max_target_positions=32,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=1,
+            decoder_start_token_id=2,
+            begin_suppress_tokens=None,
+            suppress_tokens=None,
         )
         WhisperForConditionalGeneration(cfg).save_pretrained(out)
         WhisperFeatureExtractor(feature_size=80).save_pretrained(out)

@@ -3,6 +3,7 @@
 Adding a type is one new file that subclasses `SourceType` and calls `register(...)`, plus its
 import line below (a type defined elsewhere, e.g. in a test, needs only the `register` call).
 """
+
 from speechlm.shard.sources.base import SPLITS, SourceType, fields, kinds, of, register, source_type
 
 # the built-in types register themselves on import

@@ -10,6 +10,7 @@ sub-folder, a map-mode dataset split, the synthetic split): what one build task 
 group its shards are cut from. A row is (orig_id, raw text, audio ref, filter fields); the ref is
 whatever the type's `fetch` needs, and must be JSON-serializable (it is staged in the listing).
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -6,6 +6,7 @@ each parquet data file is a unit, listed by its light columns, its audio fetched
 groups by the pipeline), and a save_to_disk folder is read in place; `stream: false` is map mode
 (`load_dataset`, Arrow cache; each dataset split is a unit).
 """
+
 from __future__ import annotations
 
 import sys
@@ -30,8 +31,10 @@ class HF(SourceType):
         if src.stream is None:
             return not hfstream.is_saved_dataset(src.path)  # a save_to_disk folder is read in place
         if src.stream and hfstream.is_saved_dataset(src.path):
-            raise ConfigError(f"{src.name}: stream: true reads parquet data files; {src.path} is a save_to_disk "
-                              "folder (read in place by default: remove stream)")
+            raise ConfigError(
+                f"{src.name}: stream: true reads parquet data files; {src.path} is a save_to_disk "
+                "folder (read in place by default: remove stream)"
+            )
         return src.stream
 
     def list_units(self, src, split: str, key: str) -> list[dict]:
@@ -53,8 +56,9 @@ class HF(SourceType):
             print(f"plan: {src['path']}: dataset metadata unavailable ({type(e).__name__})", file=sys.stderr)
             return None
         splits = [x for items in (src.get("splits") or {}).values() for x in items]
-        return hub_files_bytes([(f.rfilename, f.size or 0) for f in info.siblings or []],
-                               str(src.get("subset") or ""), splits)
+        return hub_files_bytes(
+            [(f.rfilename, f.size or 0) for f in info.siblings or []], str(src.get("subset") or ""), splits
+        )
 
 
 register(HF())
@@ -65,6 +69,7 @@ def hub_files_bytes(files: list[tuple[str, int]], subset: str, splits: list[str]
     prefix), narrowed to the recipe's splits where the files are named by split (clean/validation/...
     or validation-0000.parquet): openslr/librispeech_asr's `clean` also holds 30 GB of training
     splits that a dev-clean run never fetches."""
+
     def in_subset(name: str) -> bool:
         return not subset or subset in name.split("/") or name.startswith(subset)
 
@@ -117,8 +122,10 @@ def _light(src) -> list[str]:
 def _rows_of(src, cols: dict, n: int, ds_split: str, first: int, ref) -> list:
     texts = cols[src.text_column] if src.text_column else [""] * n
     ids = [str(x) for x in cols[src.id_column]] if src.id_column else [f"{ds_split}-{first + i:08d}" for i in range(n)]
-    return [(oid, text or "", ref(i), {f.column: cols[f.column][i] for f in src.filters})
-            for i, (oid, text) in enumerate(zip(ids, texts))]
+    return [
+        (oid, text or "", ref(i), {f.column: cols[f.column][i] for f in src.filters})
+        for i, (oid, text) in enumerate(zip(ids, texts))
+    ]
 
 
 def _stream_units(src, split: str, key: str) -> list[dict]:
@@ -128,8 +135,14 @@ def _stream_units(src, split: str, key: str) -> list[dict]:
         for url in hfstream.data_files(src, ds_split, key):
             cols, groups = hfstream.light_columns(url, _light(src), src.audio_column, key)
             n = sum(groups)
-            units.append({"label": url, "file": url, "groups": groups,
-                          "rows": _rows_of(src, cols, n, ds_split, first, lambda i: i)})
+            units.append(
+                {
+                    "label": url,
+                    "file": url,
+                    "groups": groups,
+                    "rows": _rows_of(src, cols, n, ds_split, first, lambda i: i),
+                }
+            )
             first += n
     return units
 
@@ -139,4 +152,3 @@ def _open_audio(src, ds_split: str):
     if k not in _OPEN:
         _OPEN[k] = _open(src, ds_split).select_columns([src.audio_column])
     return _OPEN[k]
-

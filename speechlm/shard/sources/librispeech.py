@@ -1,5 +1,6 @@
 """kind: librispeech, LibriSpeech-style folders: `*.trans.txt` files ("ID TEXT" per line) beside
 `ID.flac` files, anywhere under each split's sub-folders of `path`."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,7 @@
 """kind: manifest, JSONL (one object per line) or TSV (with a header row) files listing an audio
 path, a text and optionally an id per row; each file is one unit. Relative file names resolve
 against `path`, relative audio paths against their manifest file's folder."""
+
 from __future__ import annotations
 
 import csv
@@ -27,8 +28,9 @@ class Manifest(SourceType):
     has_columns = True
 
     def list_units(self, src, split: str, key: str) -> list[dict]:
-        return [{"label": name, "rows": self._rows(src, name, f"{key}.splits.{split}", key)}
-                for name in src.splits[split]]
+        return [
+            {"label": name, "rows": self._rows(src, name, f"{key}.splits.{split}", key)} for name in src.splits[split]
+        ]
 
     @staticmethod
     def _rows(src, name: str, key: str, src_key: str) -> list:

@@ -1,5 +1,6 @@
 """kind: synthetic, the built-in espeak-ng corpus (speechlm.shard.synthetic): no files, no splits
 to name; the split sizes, voices and seed are the source's `synthetic:` section."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,14 +16,18 @@ class Synthetic(SourceType):
     def validate(self, src, key: str) -> None:
         s = src.synthetic
         if not 0 <= s.unseen_test <= s.test:
-            raise ConfigError(f"{key}.synthetic.unseen_test: must be between 0 and {key}.synthetic.test "
-                              f"({s.test}), got {s.unseen_test}")
+            raise ConfigError(
+                f"{key}.synthetic.unseen_test: must be between 0 and {key}.synthetic.test "
+                f"({s.test}), got {s.unseen_test}"
+            )
         if s.corpus == "listen":
             if not 0 <= s.random_share <= 1:
                 raise ConfigError(f"{key}.synthetic.random_share: must be between 0 and 1, got {s.random_share}")
             if s.random_test < 0 or s.random_test + s.unseen_test > s.test:
-                raise ConfigError(f"{key}.synthetic.random_test: random_test + unseen_test must be at most "
-                                  f"test ({s.test}), got {s.random_test} + {s.unseen_test}")
+                raise ConfigError(
+                    f"{key}.synthetic.random_test: random_test + unseen_test must be at most "
+                    f"test ({s.test}), got {s.random_test} + {s.unseen_test}"
+                )
         if s.corpus == "nonspeech" and not src.keep_empty:
             raise ConfigError(f"{key}.keep_empty: a nonspeech corpus has empty labels and needs keep_empty: true")
         if src.stream is not None:
