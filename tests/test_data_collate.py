@@ -133,7 +133,7 @@ def test_real_shards_two_ranks(synthetic_shards, tok):
 
 def test_shared_memory_estimate_covers_the_largest_batch(tmp_path, tok):
     """Workers hand batches over in /dev/shm; the up-front check must not underestimate a batch."""
-    from speechlm.data.loader import largest_batch_seconds
+    from speechlm.data.limits import largest_batch_seconds
 
     path = write_set(tmp_path, "a", [6, 6], min_s=0.3, max_s=1.5)
     collator = make(tok)
@@ -148,7 +148,7 @@ def test_shared_memory_estimate_covers_the_largest_batch(tmp_path, tok):
 def test_too_little_shared_memory_is_a_clear_error(tmp_path, tok):
     """A /dev/shm too small for the batches in flight (Docker's 64 MiB default) would make the
     workers' sends fail in a background thread and the trainer wait forever: refuse at the start."""
-    from speechlm.data.loader import check_shared_memory
+    from speechlm.data.limits import check_shared_memory
 
     free = shutil.disk_usage(tmp_path).free
     check_shared_memory(2, 2, free / 8, shm_dir=tmp_path)  # fits: no error

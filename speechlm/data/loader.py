@@ -18,105 +18,21 @@ from __future__ import annotations
 
 import atexit
 import logging
-import shutil
 import signal
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import torch
 
 from speechlm.config import ConfigError, DataSet
 from speechlm.data.augment import Augmenter
 from speechlm.data.catalog import Catalog, load_catalog
-from speechlm.data.epoch_plan import PAD, Block, EpochPlan, plan_epoch, plan_eval
+from speechlm.data.epoch_plan import EpochPlan, plan_epoch, plan_eval
+from speechlm.data.limits import check_clip_limit, check_workers, collator_limit
 from speechlm.data.reader import PlanDataset
 from speechlm.data.remote import RemoteIO
 
 log = logging.getLogger(__name__)
-
-SHM_DIR = Path("/dev/shm")
-
-
-def largest_batch_seconds(catalog: Catalog, worker_blocks: list[list[Block]], stretch: float = 1.0) -> float:
-    """Padded audio seconds (clips x the longest) of the largest batch these workers will collate;
-    `stretch`: how much longer augmentation can make a clip (speed perturbation below 1)."""
-    sizes = [
-        len(b) * float(catalog.durations[b].max())
-        for blocks in worker_blocks
-        for blk in blocks
-        for b in blk.batches
-        if b is not PAD and len(b)
-    ]
-    return max(sizes, default=0.0) * stretch
-
-
-def check_shared_memory(num_workers: int, prefetch_factor: int, batch_bytes: float, shm_dir: Path = SHM_DIR) -> None:
-    """Refuse to start DataLoader workers that /dev/shm cannot hold.
-
-    Workers hand batches over through shared memory. When it runs out (Docker's default is 64 MiB)
-    the worker's send fails in a background thread and the trainer waits forever, so the need is
-    checked up front: up to workers x prefetch_factor batches are in flight at once.
-    """
-    if num_workers <= 0 or not shm_dir.is_dir():
-        return
-    need = num_workers * prefetch_factor * batch_bytes
-    free = shutil.disk_usage(shm_dir).free
-    if need > free:
-        raise ConfigError(
-            f"data.num_workers={num_workers} x data.prefetch_factor={prefetch_factor} keep up to "
-            f"{need / 2**20:.0f} MiB of batches in shared memory, but {shm_dir} has {free / 2**20:.0f} MiB free "
-            "(DataLoader workers would hang): give the container more (docker run --shm-size=16g), or lower "
-            "data.num_workers (0 collates in the trainer), data.prefetch_factor or the batch size"
-        )
-
-
-def _check_workers(
-    catalog: Catalog, worker_blocks, collator, num_workers: int, prefetch_factor: int, stretch: float = 1.0
-) -> None:
-    per_second = getattr(collator, "bytes_per_audio_second", 0)
-    largest = largest_batch_seconds(catalog, worker_blocks, stretch)
-    check_shared_memory(num_workers, prefetch_factor, largest * per_second)
-
-
-def check_clip_limit(
-    catalog: Catalog, sets: list[DataSet], limit: float | None, family: str, what: str, stretch: float = 1.0
-) -> None:
-    """Refuse, before any step, a shard set whose longest clip (from its manifest, times `stretch`: the
-    slowest speed perturbation) is longer than the encoder takes (`limit` seconds: the encoder family's
-    max_seconds, e.g. Whisper's 30 s)."""
-    if not limit:
-        return
-    for k, ds in enumerate(sets):
-        longest = max(
-            (float(sh.durations.max()) for sh in catalog.shards if sh.set_index == k and len(sh.durations)), default=0.0
-        )
-        if longest * stretch > limit:
-            slowed = (
-                f" ({longest * stretch:.2f} s after data.augment.speed.factors slows them by {stretch:.3g}x)"
-                if stretch != 1.0
-                else ""
-            )
-            raise ConfigError(
-                f"{what}[{k}]: shard set {ds.path} (split {ds.split}) has clips up to "
-                f"{longest:.2f} s{slowed}, "
-                f"longer than the {family} encoder's {limit:g} s limit; re-shard it with a lower "
-                f"maximum duration or choose another model.audio_model_id"
-            )
-
-
-def check_sets_for_encoder(cfg, family) -> None:
-    """The same check for a config's train and eval sets, from their manifests alone: the trainer runs it
-    at start, before any process group or model. Train clips count after the slowest speed perturbation."""
-    slowest = cfg.data.augment.max_stretch
-    for what, sets, stretch in (("data.train", cfg.data.train, slowest), ("data.eval", cfg.data.eval, 1.0)):
-        if sets:
-            catalog = load_catalog([d.path for d in sets], [d.split for d in sets], what=what)
-            check_clip_limit(catalog, sets, family.max_seconds, family.name, what, stretch)
-
-
-def _collator_limit(collator) -> tuple[float | None, str]:
-    return getattr(collator, "max_seconds", None), getattr(getattr(collator, "family", None), "name", "audio")
 
 
 def _ignore_stop_signals(_worker_id: int) -> None:
@@ -199,7 +115,7 @@ class TrainLoader:
         # on-the-fly augmentation (speechlm.data.augment), run in the workers; its seed is the reader's
         self.augment = augment if augment is not None and augment.enabled else None
         self.stretch = self.augment.max_stretch if self.augment else 1.0
-        check_clip_limit(self.catalog, sets, *_collator_limit(collator), "data.train", self.stretch)
+        check_clip_limit(self.catalog, sets, *collator_limit(collator), "data.train", self.stretch)
         self.weights = [float(s.weight) for s in sets]
         if sum(self.weights) <= 0:
             raise ConfigError("data.train: every weight is 0, so an epoch has no clips")
@@ -328,7 +244,7 @@ class TrainLoader:
         plan = self.plan()
         start = self.step_in_epoch
         if start < plan.steps:
-            _check_workers(
+            check_workers(
                 self.catalog,
                 plan.workers[self.rank],
                 self.collator,
@@ -375,7 +291,7 @@ class EvalLoader:
             raise ConfigError("training.per_device_eval_batch_size: must be > 0")
         self.remote_io = remote_io or RemoteIO()
         self.catalog = load_catalog([s.path for s in sets], [s.split for s in sets], what=what, io_=self.remote_io)
-        check_clip_limit(self.catalog, sets, *_collator_limit(collator), what)
+        check_clip_limit(self.catalog, sets, *collator_limit(collator), what)
         self.collator, self.rank, self.num_workers = collator, rank, num_workers
         self.prefetch_factor = prefetch_factor
         self.stats: Counter = Counter()
@@ -406,7 +322,7 @@ class EvalLoader:
 
     def __iter__(self) -> Iterator[dict]:
         mine = self.plan.workers[self.rank]
-        _check_workers(self.catalog, mine, self.collator, self.num_workers, self.prefetch_factor)
+        check_workers(self.catalog, mine, self.collator, self.num_workers, self.prefetch_factor)
         ds = PlanDataset(self.catalog, mine, self.plan.pad_gid, self.collator, io_=self.remote_io)
         for _, batch in _batches(ds, self.num_workers, self.prefetch_factor, 0, self.stats):
             yield batch

@@ -10,7 +10,7 @@ from pathlib import Path
 from speechlm import text
 from speechlm.config import REPO_ROOT, Config, ConfigError
 from speechlm.data import Collator, EvalLoader, TrainLoader
-from speechlm.data.loader import check_sets_for_encoder
+from speechlm.data.limits import check_sets_for_encoder
 from speechlm.data.remote import is_url
 from speechlm.model import ids
 

@@ -6,7 +6,6 @@ Exit status: 0 done; 2 config error; 3 stopped after `max_nonfinite_in_a_row` no
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import logging
@@ -35,47 +34,12 @@ from speechlm.train import engine as engine_mod
 from speechlm.train.data import check_encoder_limits, ensure_shards, make_loaders
 from speechlm.train.metrics import Metrics, peak_memory_gb, setup_logging
 from speechlm.train.run import resolve_run
+from speechlm.train.signals import StopFlag, to_device
 
 log = logging.getLogger("speechlm.train")
 
 EXIT_NONFINITE = 3
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 SKIP_KEYS = ("tar_errors", "missing_clips", "bad_clips", "empty_batches")  # speechlm.data reader stats
-
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog="launch/train.py", description=__doc__.splitlines()[0])
-    p.add_argument("--config", default="production", help="recipe file or shipped name (production, tiny)")
-    p.add_argument("--experiment", default=None, help="overlay recipes/experiments/NAME.yaml")
-    p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # deepspeed adds it
-    p.add_argument("overrides", nargs="*", help="key.sub=value")
-    return p.parse_args(argv)
-
-
-@config_mod.cli_errors
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    cfg = config_mod.load(Config, args.config, args.experiment, args.overrides)
-    return Trainer(cfg).run()
-
-
-class _StopFlag:
-    """SIGTERM/SIGUSR1 only set a flag; the loop checks it (all ranks agree) at a step boundary."""
-
-    def __init__(self):
-        self.signum = 0
-        self.previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
-
-    def _handle(self, signum, frame):
-        self.signum = signum
-
-    def restore(self):
-        for s, h in self.previous.items():
-            signal.signal(s, h)
-
-
-def _to_device(batch: dict, device) -> dict:
-    return {k: (v.to(device, non_blocking=True) if torch.is_tensor(v) else v) for k, v in batch.items()}
 
 
 class Trainer:
@@ -219,7 +183,7 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def run(self) -> int:
         self.setup()
-        stop = _StopFlag()
+        stop = StopFlag()
         t = self.t
         code = 0
         nonfinite_in_a_row = 0
@@ -242,7 +206,7 @@ class Trainer:
                 )
                 # the first ctc_warmup_steps teach the projector alone, by CTC (speechlm.model.ctc)
                 objective = "ctc" if self.step < t.ctc_warmup_steps else "lm"
-                out = self.engine(**_to_device(batch, self.device), objective=objective)
+                out = self.engine(**to_device(batch, self.device), objective=objective)
                 loss = out.loss
                 self.engine.backward(loss)
                 self.engine.step()
@@ -366,7 +330,7 @@ class Trainer:
         self.engine.eval()
         tot = torch.zeros(2, dtype=torch.float64)  # loss x tokens, tokens
         for batch in self.eval_loader:
-            out = self.engine(**_to_device(batch, self.device))
+            out = self.engine(**to_device(batch, self.device))
             n = float(out.num_tokens)
             if n > 0:
                 tot += torch.tensor([float(out.loss) * n, n], dtype=torch.float64)
