@@ -21,9 +21,9 @@ from speechlm import eval as ev
 
 REPO = Path(__file__).resolve().parent.parent
 # the slow test's bounds: a margin above the measured run (docs/benchmarks.md, "The demo learns to listen")
-# (step 126 of the measured run, stopped early: seen 64%, unseen 63%, random 109%, non-speech 50% empty)
-MAX_WER = {"seen": 0.80, "unseen": 0.80, "random": 1.25}
-MIN_EMPTY_SHARE = 0.30
+# (the full shipped recipe, 100 CTC + 70 LM steps, run once on the shared machine before this commit)
+MAX_WER = {"seen": 0.65, "unseen": 0.75, "random": 1.35}  # measured 0.399 / 0.488 / 1.026
+MIN_EMPTY_SHARE = 0.30  # measured 0.525
 
 
 def _small_recipe(tmp: Path) -> Path:

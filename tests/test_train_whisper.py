@@ -34,7 +34,9 @@ def test_whisper_run_trains_exports_reloads_and_transcribes(tmp_path, synthetic_
     live = trainer.engine.module
     live.eval()
     with torch.no_grad():
-        assert live(**batch).loss.item() == pytest.approx(loaded(**batch).loss.item(), rel=1e-5)
+        # the live module computes with bf16 copies of the fp32 masters the export holds: measured 1.4e-5
+        # relative on this trajectory (bf16 rounding), so 1e-4; a dropped or stale weight is far above it
+        assert live(**batch).loss.item() == pytest.approx(loaded(**batch).loss.item(), rel=1e-4)
     rng = np.random.default_rng(0)
     paths = []
     for i, seconds in enumerate((1.5, 3.2)):
