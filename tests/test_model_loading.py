@@ -166,15 +166,14 @@ def test_an_untied_checkpoint_without_its_head_is_refused(tmp_path):
 def test_trainer_refuses_a_damaged_checkpoint_before_shards(tmp_path, capsys):
     import shutil
 
-    from speechlm import tiny
-    from speechlm.train import loop
+    from speechlm import tiny, train
 
     enc = tmp_path / "enc"
     shutil.copytree(tiny.ensure("granite_speech5"), enc)
     _delete(enc, "encoder.layers.0.conv.pointwise_lin1.weight")
     missing_shards = tmp_path / "never_built"
     with pytest.raises(SystemExit) as e:
-        loop.main(
+        train.main(
             [
                 "--config",
                 "tiny",

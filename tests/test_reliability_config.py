@@ -197,7 +197,7 @@ case(REPORT, ["{empty_dir}"], "metrics.jsonl")
 
 def _main(cli):
     if cli == TRAIN:
-        from speechlm.train.loop import main
+        from speechlm.train import main
     elif cli == SHARD:
         from speechlm.shard.__main__ import main
     elif cli == PLAN:
