@@ -42,10 +42,9 @@ SMOLLM2_135M = dict(
 def load_encoder(model_id: str, family):
     from pathlib import Path
 
-    from speechlm import tiny
-    from speechlm.model import parts
+    from speechlm.model import ids, parts
 
-    if Path(tiny.resolve(model_id)).is_dir():
+    if Path(ids.resolve(model_id)).is_dir():
         return parts.load_encoder(family, model_id, torch.float32), "weights"
     enc = family.meta_encoder().to_empty(device="cpu")  # bundled config: random weights, real shape
     for p in enc.parameters():

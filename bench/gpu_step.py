@@ -31,8 +31,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from speechlm import plan as planner  # noqa: E402
-from speechlm import text, tiny  # noqa: E402
+from speechlm import text  # noqa: E402
 from speechlm.config import Config, load  # noqa: E402
+from speechlm.model import ids  # noqa: E402
 from speechlm.model.kernels import kernel_report  # noqa: E402
 
 WORDS = "the quick brown fox jumps over a lazy dog while seven bright stars shine above quiet hills".split()
@@ -92,7 +93,7 @@ def build(cfg: Config, device: torch.device):
         enc = AutoModel.from_config(AutoConfig.from_pretrained(cfg.model.audio_model_id), dtype=dtype)
         dec = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg.model.text_model_id), dtype=dtype)
     # the tiny tokenizer gives real conversations; its ids are all < the real vocabulary
-    tok = text.load_tokenizer(tiny.resolve("tiny/qwen3_5"), cfg.model.audio_token)
+    tok = text.load_tokenizer(ids.resolve("tiny/qwen3_5"), cfg.model.audio_token)
     family = family_from_config(enc.config, cfg.model.audio_model_id)
     model = assemble(cfg, enc, dec, tok, trainable_parts(cfg.model, cfg.training), family)
     return model.to(device), tok

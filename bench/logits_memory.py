@@ -36,19 +36,19 @@ def one(mode: str, batch_size: int, seconds: float) -> dict:
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     sys.path[:0] = [root, os.path.join(root, "tests")]
     from model_helpers import batch, tiny_config, waves
-    from speechlm import text, tiny
-    from speechlm.model import build
+    from speechlm import text
+    from speechlm.model import build, ids
     from speechlm.model.encoders import family_for
     from speechlm.model.parts import load_encoder, text_config
 
     torch.manual_seed(0)
     cfg = tiny_config()
-    dec_cfg = text_config(AutoModelForCausalLM.from_pretrained(tiny.resolve("tiny/qwen3_5")).config)
+    dec_cfg = text_config(AutoModelForCausalLM.from_pretrained(ids.resolve("tiny/qwen3_5")).config)
     dec_cfg.vocab_size = 248320
     decoder = AutoModelForCausalLM.from_config(dec_cfg).to(torch.bfloat16)
     family = family_for("tiny/granite_speech5")
     encoder = load_encoder(family, "tiny/granite_speech5", torch.bfloat16)
-    tok = text.load_tokenizer(tiny.resolve("tiny/qwen3_5"))
+    tok = text.load_tokenizer(ids.resolve("tiny/qwen3_5"))
     model = build.assemble(cfg, encoder, decoder, tok, build.trainable_parts(cfg.model, cfg.training), family)
     model.train()
     n = int(16000 * seconds)

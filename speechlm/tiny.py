@@ -24,8 +24,7 @@ from pathlib import Path
 
 import torch
 
-from speechlm.cache import build_once, cache_root  # noqa: F401  (cache_root re-exported for tests)
-from speechlm.model.ids import resolve  # noqa: F401  (re-exported: tests and benches resolve ids here)
+from speechlm.cache import build_once
 
 VERSION = 2  # 2: encoder CTC vocabulary 64 (room for word-level CTC pretraining)
 NAMES = ("granite_speech5", "whisper", "qwen3_5", "qwen3", "llama3")

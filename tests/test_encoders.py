@@ -11,7 +11,7 @@ from transformers.models.whisper.modeling_whisper import WhisperEncoder
 
 from speechlm import tiny
 from speechlm.config import ConfigError, DataSet
-from speechlm.model import parts
+from speechlm.model import ids, parts
 from speechlm.model.encoders import family_for, family_from_config
 from speechlm.model.encoders.granite import GraniteSpeech5Family
 from speechlm.model.encoders.whisper import VarLenWhisperEncoder, WhisperFamily
@@ -104,11 +104,11 @@ def test_clip_alone_equals_clip_in_a_batch_of_longer_clips(whisper, encoder):
 
 
 def test_loads_only_the_encoder_from_either_checkpoint_class(tmp_path, whisper, caplog):
-    full = WhisperForConditionalGeneration.from_pretrained(tiny.resolve("tiny/whisper"))
+    full = WhisperForConditionalGeneration.from_pretrained(ids.resolve("tiny/whisper"))
     base_dir = tmp_path / "whisper_model"
     WhisperModel(full.config).save_pretrained(base_dir)
     base = WhisperModel.from_pretrained(base_dir)
-    for src, ref in ((tiny.resolve("tiny/whisper"), full.model.encoder), (str(base_dir), base.encoder)):
+    for src, ref in ((ids.resolve("tiny/whisper"), full.model.encoder), (str(base_dir), base.encoder)):
         with caplog.at_level("INFO"):
             enc = parts.load_encoder(family_for(src), src, torch.float32)
         assert isinstance(enc, VarLenWhisperEncoder)

@@ -4,8 +4,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from model_helpers import batch, tiny_config, train_steps, waves
-from speechlm import tiny
-from speechlm.model import build_model, from_pretrained, save_pretrained
+from speechlm.model import build_model, from_pretrained, ids, save_pretrained
 from speechlm.model.__main__ import main as count_main
 
 
@@ -31,7 +30,7 @@ def test_save_load_identical_logits_and_peft_adapter(tmp_path):
     # the adapter is a plain peft adapter for the base decoder
     from peft import PeftModel
 
-    base = AutoModelForCausalLM.from_pretrained(tiny.resolve("tiny/qwen3_5"), dtype=torch.bfloat16)
+    base = AutoModelForCausalLM.from_pretrained(ids.resolve("tiny/qwen3_5"), dtype=torch.bfloat16)
     peft_model = PeftModel.from_pretrained(base, tmp_path / "adapter")
     ours = {n.replace(".default", ""): p for n, p in m.decoder.named_parameters() if "lora_" in n}
     theirs = {n.replace(".default", ""): p for n, p in peft_model.named_parameters() if "lora_" in n}

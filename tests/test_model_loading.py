@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from speechlm.config import ConfigError, ModelConfig
-from speechlm.model import loading, parts
+from speechlm.model import ids, loading, parts
 from speechlm.model.encoders import family_for
 
 TEXT = dict(
@@ -190,9 +190,8 @@ def test_trainer_refuses_a_damaged_checkpoint_before_shards(tmp_path, capsys):
 
 
 def test_tokenizer_that_outgrows_the_decoder_is_refused():
-    from speechlm import tiny
 
-    tok = loading.load_tokenizer(tiny.resolve("tiny/qwen3_5"))
+    tok = loading.load_tokenizer(ids.resolve("tiny/qwen3_5"))
     with torch.device("meta"):
         from transformers import AutoModelForCausalLM, Qwen3Config
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from speechlm import pretrained, tiny
+from speechlm import pretrained
+from speechlm.model import ids
 
 SENTENCES = [
     "John saw the big red car in London yesterday.",
@@ -27,7 +28,7 @@ def test_unknown_offline_name_is_a_clear_error():
 
 def test_other_ids_pass_through():
     assert pretrained.resolve("openai/whisper-tiny.en") == "openai/whisper-tiny.en"
-    assert tiny.resolve("some/dir") == "some/dir"
+    assert ids.resolve("some/dir") == "some/dir"
 
 
 @pytest.mark.slow
@@ -38,7 +39,7 @@ def test_whisper_tiny_en_transcribes_espeak_speech():
     from speechlm.shard.synthetic import synthesize
     from speechlm.wer import score
 
-    path = tiny.resolve("offline/whisper-tiny.en")  # tiny.resolve hands offline/ ids on
+    path = ids.resolve("offline/whisper-tiny.en")  # tiny.resolve hands offline/ ids on
     model = WhisperForConditionalGeneration.from_pretrained(path).eval()
     proc = WhisperProcessor.from_pretrained(path)
     waves = [synthesize((s, "en-us", 150, 50)) for s in SENTENCES]
@@ -57,7 +58,7 @@ def test_smollm2_answers_a_chat_prompt():
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = tiny.resolve("offline/smollm2-135m-instruct")
+    path = ids.resolve("offline/smollm2-135m-instruct")
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     tok = AutoTokenizer.from_pretrained(path)
     assert type(model).__name__ == "LlamaForCausalLM"

@@ -3,12 +3,13 @@
 import numpy as np
 import pytest
 
-from speechlm import text, tiny
+from speechlm import text
+from speechlm.model import ids as model_ids
 
 
 @pytest.fixture(scope="module")
 def tok():
-    return text.load_tokenizer(tiny.resolve("tiny/qwen3_5"))
+    return text.load_tokenizer(model_ids.resolve("tiny/qwen3_5"))
 
 
 def test_prompt_tokens_exact(tok):
@@ -53,7 +54,7 @@ def test_naive_template_use_would_differ(tok):
 
 
 def test_audio_token_added_when_missing():
-    tok = text.load_tokenizer(tiny.resolve("tiny/qwen3"), audio_token="<speech>")
+    tok = text.load_tokenizer(model_ids.resolve("tiny/qwen3"), audio_token="<speech>")
     sid = tok.convert_tokens_to_ids("<speech>")
     assert sid not in (None, tok.unk_token_id) and sid >= 512
     ids = text.prompt_ids(tok, 4, "Say it.", audio_token="<speech>")
@@ -78,12 +79,12 @@ SMOLLM2_TEMPLATE = (
 
 def _family(name):
     if name == "smollm2":
-        tok = text.load_tokenizer(tiny.resolve("tiny/qwen3"))
+        tok = text.load_tokenizer(model_ids.resolve("tiny/qwen3"))
         tok.chat_template = SMOLLM2_TEMPLATE
         return tok, "<|im_end|>", "\n"
     if name == "llama3":
-        return text.load_tokenizer(tiny.resolve("tiny/llama3")), "<|eot_id|>", ""
-    return text.load_tokenizer(tiny.resolve("tiny/qwen3_5")), "<|im_end|>", "\n"
+        return text.load_tokenizer(model_ids.resolve("tiny/llama3")), "<|eot_id|>", ""
+    return text.load_tokenizer(model_ids.resolve("tiny/qwen3_5")), "<|im_end|>", "\n"
 
 
 @pytest.mark.parametrize("family", ["qwen3", "smollm2", "llama3"])
@@ -120,7 +121,7 @@ def test_llama3_end_of_turn_is_not_eos():
 
 
 def test_template_without_special_end_of_turn_is_a_clear_error():
-    tok = text.load_tokenizer(tiny.resolve("tiny/qwen3"))
+    tok = text.load_tokenizer(model_ids.resolve("tiny/qwen3"))
     assert text.end_of_turn_id(tok) == tok.convert_tokens_to_ids("<|im_end|>")
     # a template changed on the same tokenizer is read again, not served from the cache
     tok.chat_template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\nEND\n{% endfor %}"

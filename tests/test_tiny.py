@@ -6,6 +6,8 @@ import pytest
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GraniteSpeech5Encoder
 
 from speechlm import tiny
+from speechlm.cache import cache_root
+from speechlm.model import ids
 
 
 def _digest(d):
@@ -14,19 +16,19 @@ def _digest(d):
 
 def test_resolve_and_load():
     for name in tiny.NAMES:
-        path = tiny.resolve(f"tiny/{name}")
-        assert (tiny.cache_root() / "tiny").as_posix() in path
-    assert tiny.resolve("Qwen/Qwen3.5-2B") == "Qwen/Qwen3.5-2B"
-    dec = AutoModelForCausalLM.from_pretrained(tiny.resolve("tiny/qwen3_5"))
+        path = ids.resolve(f"tiny/{name}")
+        assert (cache_root() / "tiny").as_posix() in path
+    assert ids.resolve("Qwen/Qwen3.5-2B") == "Qwen/Qwen3.5-2B"
+    dec = AutoModelForCausalLM.from_pretrained(ids.resolve("tiny/qwen3_5"))
     assert type(dec).__name__ == "Qwen3_5ForCausalLM"
     assert set(dec.config.layer_types) == {"linear_attention", "full_attention"}
-    assert type(AutoModelForCausalLM.from_pretrained(tiny.resolve("tiny/qwen3"))).__name__ == "Qwen3ForCausalLM"
+    assert type(AutoModelForCausalLM.from_pretrained(ids.resolve("tiny/qwen3"))).__name__ == "Qwen3ForCausalLM"
     # the encoder dir is a CTC checkpoint like the hub's; the bare encoder loads from it with its weights
-    enc_dir = tiny.resolve("tiny/granite_speech5")
+    enc_dir = ids.resolve("tiny/granite_speech5")
     assert AutoConfig.from_pretrained(enc_dir).model_type == "granite_speech5_ctc"
     enc = GraniteSpeech5Encoder.from_pretrained(enc_dir)
     assert enc.layers[0].conv.norm.running_mean.abs().sum() > 0  # loaded, not re-initialized
-    tok = AutoTokenizer.from_pretrained(tiny.resolve("tiny/qwen3"))
+    tok = AutoTokenizer.from_pretrained(ids.resolve("tiny/qwen3"))
     assert tok.convert_tokens_to_ids("<audio>") < dec.config.vocab_size
     assert tok.decode(tok("zebra quiz 42")["input_ids"]) == "zebra quiz 42"  # byte-level: any text
 

@@ -18,6 +18,7 @@ import torch
 
 from speechlm.config import Config, ConfigError
 from speechlm.model import encoders, ids
+from speechlm.model.hfconfig import CONFIG_DIR, bundled_config_path
 from speechlm.model.projector import Projector
 
 # elements autograd saves per token, per element of the per-layer sum (measured as described above:
@@ -29,29 +30,12 @@ ACT_FACTOR = 1.95
 LINEAR_ATTN_PER_DIM = 22.0
 LINEAR_ATTN_PER_HEAD = 100
 LINEAR_ATTN_CHUNK = 64  # the torch kernel pads each sequence to a multiple of its chunk
-BUNDLED_CONFIGS = Path(__file__).resolve().parent.parent / "model" / "configs"
 
 
 def _offline() -> bool:
     from huggingface_hub import constants
 
     return constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false")
-
-
-def bundled_config_path(model_id: str) -> Path | None:
-    """The bundled real config for a hub id: named after it (org--name.json or name.json)."""
-    for stem in (model_id.replace("/", "--"), model_id.split("/")[-1]):
-        p = BUNDLED_CONFIGS / f"{stem}.json"
-        if p.is_file():
-            return p
-    for p in sorted(BUNDLED_CONFIGS.glob("*.json")):  # or one that records its hub id
-        try:
-            d = json.loads(p.read_text())
-        except ValueError:
-            continue
-        if model_id in (d.get("_name_or_path"), d.get("hub_id"), d.get("model_id")):
-            return p
-    return None
 
 
 def model_config(model_id: str):
@@ -69,7 +53,7 @@ def model_config(model_id: str):
             )
     p = bundled_config_path(model_id)
     if p is None:
-        raise ConfigError(f"model '{model_id}': no local dir, no Hub access and no bundled config in {BUNDLED_CONFIGS}")
+        raise ConfigError(f"model '{model_id}': no local dir, no Hub access and no bundled config in {CONFIG_DIR}")
     d = json.loads(p.read_text())
     d = {k: v for k, v in d.items() if k not in ("hub_id", "model_id")}
     return AutoConfig.for_model(**d), f"bundled {p.name}"

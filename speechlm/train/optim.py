@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.optim.lr_scheduler import LambdaLR
 from transformers import get_scheduler
 
 from speechlm.config import TrainingConfig
@@ -36,10 +37,28 @@ def build_optimizer(model: torch.nn.Module, t: TrainingConfig) -> torch.optim.Ad
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, t: TrainingConfig, total_steps: int):
-    """Linear warmup over `warmup_steps`, then cosine (or linear) to zero at `total_steps`."""
+    """Linear warmup over `warmup_steps`, then cosine (or linear) to zero at `total_steps`.
+
+    With a CTC warm start (`ctc_warmup_steps` C > 0) each phase gets that shape of its own: steps
+    [0, C) warm up and decay over C, and the LM phase warms up again and decays over total - C. One
+    schedule over both would hand the LM loss, which the adapters first see at step C, only the
+    schedule's decaying tail (half the peak at C = half the run, ~0.2 of it on average after).
+    """
+    c = t.ctc_warmup_steps
+    if 0 < c < total_steps:
+        kind = t.lr_scheduler_type
+        return LambdaLR(optimizer, lambda s: phased_lr_factor(s, t.warmup_steps, c, total_steps, kind))
     # "constant" in our config means constant after the same warmup (transformers' constant_with_warmup)
     name = "constant_with_warmup" if t.lr_scheduler_type == "constant" else t.lr_scheduler_type
     return get_scheduler(name, optimizer, num_warmup_steps=t.warmup_steps, num_training_steps=total_steps)
+
+
+def phased_lr_factor(step: int, warmup: int, ctc_steps: int, total: int, kind: str = "cosine") -> float:
+    """The multiplier with a CTC phase of `ctc_steps` before the LM phase, each warmed up and decayed."""
+    if step < ctc_steps:
+        return lr_factor(step, min(warmup, ctc_steps // 2), ctc_steps, kind)
+    lm_steps = total - ctc_steps
+    return lr_factor(step - ctc_steps, min(warmup, lm_steps // 2), lm_steps, kind)
 
 
 def lr_factor(step: int, warmup: int, total: int, kind: str = "cosine") -> float:
