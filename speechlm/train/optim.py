@@ -39,10 +39,10 @@ def build_optimizer(model: torch.nn.Module, t: TrainingConfig) -> torch.optim.Ad
 def build_scheduler(optimizer: torch.optim.Optimizer, t: TrainingConfig, total_steps: int):
     """Linear warmup over `warmup_steps`, then cosine (or linear) to zero at `total_steps`.
 
-    With a CTC warm start (`ctc_warmup_steps` C > 0) each phase gets that shape of its own: steps
-    [0, C) warm up and decay over C, and the LM phase warms up again and decays over total - C. One
-    schedule over both would hand the LM loss, which the adapters first see at step C, only the
-    schedule's decaying tail (half the peak at C = half the run, ~0.2 of it on average after).
+    With a CTC warm start (`ctc_warmup_steps` C > 0): steps [0, C) warm up and hold the peak (the
+    projector goes on learning in the LM phase, so it is not annealed), then the LM phase warms up
+    again and decays over total - C. One schedule over both would hand the LM loss, which the
+    adapters first see at step C, only the schedule's decaying tail.
     """
     c = t.ctc_warmup_steps
     if 0 < c < total_steps:
@@ -54,9 +54,9 @@ def build_scheduler(optimizer: torch.optim.Optimizer, t: TrainingConfig, total_s
 
 
 def phased_lr_factor(step: int, warmup: int, ctc_steps: int, total: int, kind: str = "cosine") -> float:
-    """The multiplier with a CTC phase of `ctc_steps` before the LM phase, each warmed up and decayed."""
+    """The multiplier with a CTC phase of `ctc_steps` (warm-up, then the peak) before the LM phase."""
     if step < ctc_steps:
-        return lr_factor(step, min(warmup, ctc_steps // 2), ctc_steps, kind)
+        return lr_factor(step, min(warmup, ctc_steps // 2), ctc_steps, "constant")
     lm_steps = total - ctc_steps
     return lr_factor(step - ctc_steps, min(warmup, lm_steps // 2), lm_steps, kind)
 
