@@ -21,9 +21,10 @@ from speechlm import eval as ev
 
 REPO = Path(__file__).resolve().parent.parent
 # the slow test's bounds: a margin above the measured run (docs/benchmarks.md, "The demo learns to listen")
-# (the full shipped recipe, 100 CTC + 70 LM steps, run once on the shared machine before this commit)
-MAX_WER = {"seen": 0.65, "unseen": 0.75, "random": 1.35}  # measured 0.399 / 0.488 / 1.026
-MIN_EMPTY_SHARE = 0.30  # measured 0.525
+# (the shipped recipe, 300 CTC + 80 LM steps: try e3 in the tries table; the seen part alone moved
+# 11-24% between close recipes, so its margin is the widest)
+MAX_WER = {"seen": 0.45, "unseen": 0.50, "random": 0.65}  # measured 0.235 / 0.300 / 0.426
+MIN_EMPTY_SHARE = 0.75  # measured 1.00
 
 
 def _small_recipe(tmp: Path) -> Path:
