@@ -33,6 +33,7 @@ THRESHOLD_DB = 35.0  # a frame is silent this far below the recording's loud lev
 MIN_PAUSE_SECONDS = 0.3  # a silent run at least this long is a pause (a cut)
 MERGE_SECONDS = 0.0  # neighbouring segments merge while they fit this (0: one segment per pause)
 KEEP_SILENCE_SECONDS = 0.25  # at most this much of a pause stays beside the speech on either side
+MIN_SOUND_SECONDS = 0.25  # a segment with less sound than this (a click) joins its neighbour
 
 
 def _frame_energy_db(wave: np.ndarray) -> np.ndarray:
@@ -138,11 +139,13 @@ def segment_windows(
     the recording's 95th-percentile frame; every run of silent frames at least `min_pause_seconds`
     long is a pause, cut in its middle; a pause longer than twice `keep_silence_seconds` is cut
     `keep_silence_seconds` from each end instead, its middle a segment of silence of its own (the
-    speech keeps as much silence around it as the clips a model trains on). Segments with speech are
+    speech keeps as much silence around it as the clips a model trains on). Segments with sound are
     merged left to right, with any silence between them, while the merged span stays within
     `merge_seconds` (and `window_seconds`; 0: no merging, one segment per pause); silence is never
-    merged onto the ends of a span. A span still longer than `window_seconds` is cut further by
-    `pause_windows`. No pause at all (a noisy room, a short clip): `pause_windows(wave, window_seconds)`.
+    merged onto the ends of a span. A segment with less than `MIN_SOUND_SECONDS` of frames that are
+    not silent (a click, a breath) joins its neighbour whatever `merge_seconds` (within
+    `window_seconds`). A span still longer than `window_seconds` is cut further by `pause_windows`.
+    No pause at all (a noisy room, a short clip): `pause_windows(wave, window_seconds)`.
 
     With `keep_silent=True` the ranges tile `wave` exactly (no gap, no overlap); by default the
     ranges made of nothing but silent frames are left out (silence between sentences is not
@@ -170,17 +173,28 @@ def segment_windows(
         frames = silent[s // FRAME : min(n, -(-e // FRAME))]
         return len(frames) > 0 and bool(frames.all())
 
+    def sound(s: int, e: int) -> int:  # frames of sound (not silent) in s:e
+        return int((~silent[s // FRAME : min(n, -(-e // FRAME))]).sum())
+
     merge_len = min(int(merge_seconds * SAMPLE_RATE), max_len)
+    min_sound = round(MIN_SOUND_SECONDS * SAMPLE_RATE / FRAME)
     merged: list[tuple[int, int]] = []
-    group = None  # index in `merged` of the last segment with speech: the next one may join it
+    group = None  # index in `merged` of the last segment with sound: the next one may join it
+    group_sound = 0
     for s, e in segments:
         if is_silent(s, e):
             merged.append((s, e))
-        elif group is not None and e - merged[group][0] <= merge_len:
+            continue
+        k = sound(s, e)
+        # a click or a breath between pauses is no segment of its own: it joins its neighbour (within
+        # the window) rather than being transcribed alone, which makes a model say anything
+        short = k < min_sound or group_sound < min_sound
+        if group is not None and e - merged[group][0] <= (max_len if short else merge_len):
             merged[group:] = [(merged[group][0], e)]  # with the silence between them
+            group_sound += k
         else:
             merged.append((s, e))
-            group = len(merged) - 1
+            group, group_sound = len(merged) - 1, k
     out: list[tuple[int, int]] = []
     for s, e in merged:
         out += [(s + a, s + b) for a, b in pause_windows(wave[s:e], window_seconds)] if e - s > max_len else [(s, e)]

@@ -177,6 +177,20 @@ def test_segments_silence_between_merged_speech_is_kept_but_never_at_the_ends():
     assert spans[1] == (pytest.approx(bursts[2][0] - keep, abs=480), len(wave))
 
 
+def test_segments_a_click_is_never_a_segment_of_its_own():
+    clicks = np.zeros(6 * SR, np.float32)
+    at = (np.arange(0.5, 5.5, 0.45) * SR).astype(int)
+    clicks[at] = 0.8  # 0.45 s of silence apart: each between two pauses
+    pauses = [r for r in longform._runs(longform._silent_frames(clicks, longform.THRESHOLD_DB)) if r[1] - r[0] >= 30]
+    assert len(pauses) == len(at) + 1
+    (span,) = longform.segment_windows(clicks, 20.0)  # one window: the clicks and the silence between them
+    assert span[0] <= at[0] and span[1] > at[-1]
+    wave, bursts, _ = _tones([1.5, 2.0, 1.0], [3.0])
+    wave[int(0.6 * SR) + bursts[1][1]] = 0.8  # a click in the pause, 0.6 s after the second burst
+    spans = longform.segment_windows(wave, 20.0)
+    assert len(spans) == 3 and spans[1][0] < bursts[1][0] and spans[1][1] > bursts[1][1] + 0.6 * SR
+
+
 def test_segments_without_a_pause_fall_back_to_pause_windows():
     rng = np.random.default_rng(1)
     noisy = (0.1 * rng.standard_normal(50 * SR)).astype(np.float32)  # a noisy room: no frame far below the rest
