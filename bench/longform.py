@@ -18,7 +18,7 @@ against the joined references, its ratio to the per-sentence WER, and its deleti
 insertions beside the per-sentence ones (words dropped or repeated at seams show up there).
 The recognizer is a speechlm model (-m) or Whisper tiny.en's own generate (an ASR that needs no
 training here; windows of at most 30 s). `"segments"` runs once per --merge x --thresholds x
---keep-silence setting, at the default window (20 s, at most the recognizer's limit);
+--keep-silence setting, at the default window (20 s, at most the recognizer's limit; --segments-window);
 `--singles-default` adds the one-by-one sentences transcribed through the default strategy (what
 `speechlm.eval` and `speechlm.transcribe` now do to short clips).
 
@@ -166,6 +166,7 @@ def main(argv=None):
     ap.add_argument("--merge", type=float, nargs="+", default=[0.0, 5.0, 10.0], help="segments' merge_seconds")
     ap.add_argument("--thresholds", type=float, nargs="+", default=[longform.THRESHOLD_DB], help="segments' dB")
     ap.add_argument("--min-pause", type=float, default=longform.MIN_PAUSE_SECONDS)
+    ap.add_argument("--segments-window", type=float, default=None, help="segments' window (default: 20 s)")
     ap.add_argument(
         "--keep-silence", type=float, nargs="+", default=[longform.KEEP_SILENCE_SECONDS], help="segments' silence kept"
     )
@@ -223,7 +224,7 @@ def main(argv=None):
         }
     ]
     print(json.dumps(rows[-1]), flush=True)
-    default_window = min(inference.WINDOW_SECONDS, limit)
+    default_window = min(args.segments_window or inference.WINDOW_SECONDS, limit)
     if args.singles_default:
         texts = longform.transcribe_long(transcribe, [w for w, _ in data[:n]], default_window, batch_size=16)
         s = wer.score(refs, texts)
@@ -250,7 +251,10 @@ def main(argv=None):
                             "merge_seconds": merge,
                             "keep_silence_seconds": keep,
                         }
-                        name = f"segments, merge {merge:g} s, {th:g} dB, pause >= {args.min_pause:g} s, keep {keep:g} s"
+                        name = (
+                            f"segments, merge {merge:g} s, {th:g} dB, pause >= {args.min_pause:g} s, keep {keep:g} s"
+                            f", window {default_window:g} s"
+                        )
                         settings.append((name, default_window, {"strategy": strategy, **kw}))
             continue
         for window in args.windows:
