@@ -5,6 +5,8 @@
 
 MODEL_DIR is an exported model (`checkpoints/step-N/model`), a checkpoint `step-N`, a run folder
 (its latest checkpoint), or a Hub id.
+Clips are cut as `speechlm.transcribe` cuts them (`--long-form`, `--window-seconds`, `--threshold-db`,
+`--min-pause-seconds`, `--merge-seconds`; `speechlm.longform`).
 DATASET is a built shard set (a folder with manifest.json, or its URL: s3://, https://, ... read as
 training reads it), a data recipe (`shards/NAME.yaml` or NAME; its `test` split is reserved for
 this), or a JSONL/TSV manifest of audio paths and texts.
@@ -27,14 +29,21 @@ from pathlib import Path
 
 import torch
 
-from speechlm import audio, shard, wer
+from speechlm import audio, longform, shard, wer
 from speechlm.config import REPO_ROOT, ConfigError, DataSet, cli_errors
 from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
 from speechlm.data import Clips, EvalLoader, remote
 from speechlm.data.augment import Augmenter, list_audio
 from speechlm.data.catalog import read_manifest
 from speechlm.data.remote import RemoteIO
-from speechlm.inference import MAX_SECONDS, check_long_form_args, load_clip, transcribe_waves
+from speechlm.inference import (
+    MAX_SECONDS,
+    add_long_form_args,
+    check_long_form_args,
+    load_clip,
+    long_form_settings,
+    transcribe_waves,
+)
 from speechlm.model import from_pretrained
 from speechlm.shard import Source, sources
 
@@ -139,14 +148,16 @@ def evaluate(
     split: str | None = None,
     max_seconds: float | None = MAX_SECONDS,
     window: float | None = None,
-    strategy: str = "pause",
+    strategy: str = longform.DEFAULT_STRATEGY,
     corrupt=None,
     suffix: str = "",
+    **segment_settings,
 ) -> dict:
     """Corpus WER of `model` on a dataset. Clips are decoded CHUNK_CLIPS at a time, sorted by length and
     batched (`transcribe_waves`); clips longer than the model's window are cut into windows; a clip
     that can't be decoded or is over `max_seconds` is skipped, logged and counted. `corrupt` (from
-    `condition`): an Augmenter applied to every clip (epoch 0, the clip's id)."""
+    `condition`): an Augmenter applied to every clip (epoch 0, the clip's id). `segment_settings`:
+    threshold_db, min_pause_seconds, merge_seconds of the `"segments"` cut (`speechlm.longform`)."""
     name, clips = dataset_clips(spec, split, n, batch_size)
     name += suffix
     rows, skipped, audio_seconds = [], 0, 0.0
@@ -165,7 +176,8 @@ def evaluate(
             keep.append((cid, ref))
             audio_seconds += len(wave) / audio.SAMPLE_RATE
         if waves:
-            for (cid, ref), hyp in zip(keep, transcribe_waves(model, waves, batch_size, window, strategy, stops=stops)):
+            hyps = transcribe_waves(model, waves, batch_size, window, strategy, stops=stops, **segment_settings)
+            for (cid, ref), hyp in zip(keep, hyps):
                 rows.append({"id": cid, "reference": ref, "hypothesis": hyp})
     if not rows:
         raise ConfigError(f"dataset '{spec}' gave no clips to evaluate")
@@ -238,7 +250,7 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=32)  # bench/rtfx.py: 32 beat 8
     ap.add_argument("--max-seconds", type=float, default=MAX_SECONDS, help="longer clips are skipped (0: no limit)")
     ap.add_argument("--window-seconds", type=float, default=None, help="long clips are cut into windows of this")
-    ap.add_argument("--long-form", choices=("pause", "overlap"), default="pause")
+    add_long_form_args(ap)
     ap.add_argument("--out", default=None, help="folder for hypotheses JSONL (default: beside the model)")
     ap.add_argument("--json", action="store_true", help="print results as JSON")
     ap.add_argument("--noise-snr-db", type=float, default=None, help="mix noise into every clip at this SNR")
@@ -265,9 +277,9 @@ def main(argv=None):
             args.split,
             args.max_seconds,
             args.window_seconds,
-            args.long_form,
-            corrupt,
-            suffix,
+            corrupt=corrupt,
+            suffix=suffix,
+            **long_form_settings(args),
         )
         for d in args.dataset
     ]

@@ -13,12 +13,57 @@ MAX_SECONDS = 4 * 3600.0  # the longest input accepted by default: a long meetin
 WINDOW_SECONDS = 20.0  # training clips are capped at 19-20 s (docs/design.md): windows stay in that range
 
 
+def add_long_form_args(ap) -> None:
+    """The flags choosing how long audio is cut (`speechlm.longform`), shared by transcribe and eval."""
+    ap.add_argument(
+        "--long-form",
+        choices=longform.STRATEGIES,
+        default=longform.DEFAULT_STRATEGY,
+        help="segments: a cut in every pause, silence left out; pause: windows cut at their quietest "
+        "point; overlap: overlapping windows merged at the seams",
+    )
+    ap.add_argument(
+        "--threshold-db",
+        type=float,
+        default=longform.THRESHOLD_DB,
+        help="segments: a 10 ms frame is silent this far below the recording's loud level",
+    )
+    ap.add_argument(
+        "--min-pause-seconds",
+        type=float,
+        default=longform.MIN_PAUSE_SECONDS,
+        help="segments: the shortest silence that is a pause (a cut)",
+    )
+    ap.add_argument(
+        "--merge-seconds",
+        type=float,
+        default=longform.MERGE_SECONDS,
+        help="segments: neighbouring segments merge while they fit this (0: one segment per pause)",
+    )
+
+
+def long_form_settings(args) -> dict:
+    """transcribe_waves' keyword arguments from the flags of `add_long_form_args`."""
+    return {
+        "strategy": args.long_form,
+        "threshold_db": args.threshold_db,
+        "min_pause_seconds": args.min_pause_seconds,
+        "merge_seconds": args.merge_seconds,
+    }
+
+
 def check_long_form_args(args) -> None:
     """The long-form flags, checked before anything loads."""
     if args.max_seconds < 0:
         raise ConfigError(f"--max-seconds must be >= 0 (0: no limit), got {args.max_seconds:g}")
     if args.window_seconds is not None and args.window_seconds < 1:
         raise ConfigError(f"--window-seconds must be at least 1 s, got {args.window_seconds:g}")
+    if not args.threshold_db > 0:
+        raise ConfigError(f"--threshold-db must be positive (dB below the loud level), got {args.threshold_db:g}")
+    if not args.min_pause_seconds >= 0.01:
+        raise ConfigError(f"--min-pause-seconds must be at least 0.01 (one frame), got {args.min_pause_seconds:g}")
+    if not args.merge_seconds >= 0:
+        raise ConfigError(f"--merge-seconds must be >= 0 (0: one segment per pause), got {args.merge_seconds:g}")
 
 
 def window_seconds(model, requested: float | None = None) -> float:
@@ -50,13 +95,17 @@ def transcribe_waves(
     waves: list[np.ndarray],
     batch_size: int = 16,
     window: float | None = None,
-    strategy: str = "pause",
+    strategy: str = longform.DEFAULT_STRATEGY,
     overlap_seconds: float = 2.0,
     stops: dict | None = None,
+    threshold_db: float = longform.THRESHOLD_DB,
+    min_pause_seconds: float = longform.MIN_PAUSE_SECONDS,
+    merge_seconds: float = longform.MERGE_SECONDS,
 ) -> list[str]:
     """Transcripts of 16 kHz clips of any length: windows sorted by length and batched. `stops`, if
     given, counts the windows whose generation ended on the token budget ("capped") or the loop rule
-    ("loops_truncated") rather than on end-of-turn."""
+    ("loops_truncated") rather than on end-of-turn. The last three settings are `"segments"`'
+    (`speechlm.longform.segment_windows`)."""
 
     def batch(ws: list[np.ndarray]) -> list[str]:
         outs = model.transcribe(ws, details=True)
@@ -73,4 +122,7 @@ def transcribe_waves(
         overlap_seconds=overlap_seconds,
         batch_size=batch_size,
         min_samples=model.features.min_samples,
+        threshold_db=threshold_db,
+        min_pause_seconds=min_pause_seconds,
+        merge_seconds=merge_seconds,
     )

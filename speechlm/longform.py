@@ -1,8 +1,12 @@
 """Long-form audio: cut a recording of any length into windows the model takes, transcribe every
 window of every file as one sorted, batched job, and put the text back together.
 
-Two ways to cut (`docs/benchmarks.md` compares them on concatenated espeak-ng sentences):
-- `"pause"` (the default): cut at the quietest point (the middle of a pause) within the last part
+Three ways to cut (`docs/benchmarks.md` compares them on concatenated espeak-ng sentences):
+- `"segments"` (voice-activity style, as WhisperX / Silero-VAD pipelines cut): a cut in the middle of
+  every pause (a run of frames far below the recording's loud level), neighbouring segments merged
+  while they fit `merge_seconds`, anything longer than `window_seconds` cut further as `"pause"` does,
+  and segments of nothing but silence left out. No pause at all: `"pause"`'s windows.
+- `"pause"`: cut at the quietest point (the middle of a pause) within the last part
   of each window, so no word is cut in two and the texts simply join. Windows never exceed
   `window_seconds`.
 - `"overlap"`: fixed windows of `window_seconds` that overlap by `overlap_seconds`; words at the
@@ -21,7 +25,15 @@ import numpy as np
 
 SAMPLE_RATE = 16000
 FRAME = 160  # 10 ms energy frames
-STRATEGIES = ("pause", "overlap")
+STRATEGIES = ("segments", "pause", "overlap")
+# The defaults every route shares (speechlm.transcribe / eval, the export's model and pipeline); chosen
+# by measurement, docs/benchmarks.md "Long-form".
+DEFAULT_STRATEGY = "segments"
+THRESHOLD_DB = 35.0  # a frame is silent this far below the recording's loud level (its 95th percentile)
+MIN_PAUSE_SECONDS = 0.3  # a silent run at least this long is a pause (a cut)
+MERGE_SECONDS = 0.0  # neighbouring segments merge while they fit this (0: one segment per pause)
+KEEP_SILENCE_SECONDS = 0.25  # at most this much of a pause stays beside the speech on either side
+MIN_SOUND_SECONDS = 0.25  # a segment with less sound than this (a click) joins its neighbour
 
 
 def _frame_energy_db(wave: np.ndarray) -> np.ndarray:
@@ -74,6 +86,121 @@ def overlap_windows(wave: np.ndarray, window_seconds: float, overlap_seconds: fl
     return [(i * step, min(i * step + size, len(wave))) for i in range(n)]
 
 
+def _silent_frames(wave: np.ndarray, threshold_db: float, smooth_seconds: float = 0.05) -> np.ndarray:
+    """Per 10 ms frame: True where the power over `smooth_seconds` around it is more than
+    `threshold_db` below the recording's loud level (its 95th-percentile frame), so the same setting
+    works at any recording level; a noise floor within `threshold_db` of the speech has no silence.
+    Power, not dB, is averaged: a frame beside a loud one is not silent, so a pause never reaches
+    into the speech around it."""
+    energy = _frame_energy_db(wave)
+    k = max(1, round(smooth_seconds * SAMPLE_RATE / FRAME))
+    padded = np.pad(10.0 ** (energy / 10), (k // 2, k - 1 - k // 2), mode="edge")  # edges: no zeros averaged in
+    smooth = 10.0 * np.log10(np.convolve(padded, np.ones(k) / k, mode="valid"))
+    return smooth < np.percentile(smooth, 95) - threshold_db
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(start, end) of every run of True in `mask`."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return list(zip(np.nonzero(edges == 1)[0].tolist(), np.nonzero(edges == -1)[0].tolist()))
+
+
+def _check_segment_settings(
+    window_seconds: float,
+    threshold_db: float,
+    min_pause_seconds: float,
+    merge_seconds: float,
+    keep_silence_seconds: float = KEEP_SILENCE_SECONDS,
+):
+    if not window_seconds * SAMPLE_RATE >= FRAME * 10:
+        raise ValueError(f"window_seconds must be at least 0.1 s, got {window_seconds}")
+    if not threshold_db > 0:
+        raise ValueError(f"threshold_db must be positive (dB below the recording's loud level), got {threshold_db}")
+    if not min_pause_seconds >= FRAME / SAMPLE_RATE:
+        raise ValueError(f"min_pause_seconds must be at least 0.01 s (one frame), got {min_pause_seconds}")
+    if not merge_seconds >= 0:
+        raise ValueError(f"merge_seconds must be >= 0 (0: one segment per pause), got {merge_seconds}")
+    if not keep_silence_seconds >= 0:
+        raise ValueError(f"keep_silence_seconds must be >= 0, got {keep_silence_seconds}")
+
+
+def segment_windows(
+    wave: np.ndarray,
+    window_seconds: float,
+    threshold_db: float = THRESHOLD_DB,
+    min_pause_seconds: float = MIN_PAUSE_SECONDS,
+    merge_seconds: float = MERGE_SECONDS,
+    keep_silence_seconds: float = KEEP_SILENCE_SECONDS,
+    keep_silent: bool = False,
+) -> list[tuple[int, int]]:
+    """(start, end) sample ranges of the speech in `wave`, cut in pauses, each at most `window_seconds`.
+
+    A 10 ms frame is silent when the power over the 50 ms around it is more than `threshold_db` below
+    the recording's 95th-percentile frame; every run of silent frames at least `min_pause_seconds`
+    long is a pause, cut in its middle; a pause longer than twice `keep_silence_seconds` is cut
+    `keep_silence_seconds` from each end instead, its middle a segment of silence of its own (the
+    speech keeps as much silence around it as the clips a model trains on). Segments with sound are
+    merged left to right, with any silence between them, while the merged span stays within
+    `merge_seconds` (and `window_seconds`; 0: no merging, one segment per pause); silence is never
+    merged onto the ends of a span. A segment with less than `MIN_SOUND_SECONDS` of frames that are
+    not silent (a click, a breath) joins its neighbour whatever `merge_seconds` (within
+    `window_seconds`). A span still longer than `window_seconds` is cut further by `pause_windows`.
+    No pause at all (a noisy room, a short clip): `pause_windows(wave, window_seconds)`.
+
+    With `keep_silent=True` the ranges tile `wave` exactly (no gap, no overlap); by default the
+    ranges made of nothing but silent frames are left out (silence between sentences is not
+    transcribed), so what remains is in order, disjoint, and misses only silence."""
+    _check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
+    max_len = int(window_seconds * SAMPLE_RATE)
+    n = len(wave) // FRAME
+    if n == 0:
+        return [(0, len(wave))]
+    silent = _silent_frames(wave, threshold_db)
+    min_run = max(1, round(min_pause_seconds * SAMPLE_RATE / FRAME))
+    keep = round(keep_silence_seconds * SAMPLE_RATE / FRAME)
+    cuts = []  # frame indices
+    for a, b in _runs(silent):
+        if b - a < min_run:
+            continue
+        cuts += [(a + b) // 2] if b - a <= 2 * keep else [a + keep, b - keep]
+    cuts = [c for c in cuts if 0 < c < n]
+    if not cuts:
+        return pause_windows(wave, window_seconds)
+    bounds = [0] + [c * FRAME for c in cuts] + [len(wave)]
+    segments = list(zip(bounds[:-1], bounds[1:]))
+
+    def is_silent(s: int, e: int) -> bool:
+        frames = silent[s // FRAME : min(n, -(-e // FRAME))]
+        return len(frames) > 0 and bool(frames.all())
+
+    def sound(s: int, e: int) -> int:  # frames of sound (not silent) in s:e
+        return int((~silent[s // FRAME : min(n, -(-e // FRAME))]).sum())
+
+    merge_len = min(int(merge_seconds * SAMPLE_RATE), max_len)
+    min_sound = round(MIN_SOUND_SECONDS * SAMPLE_RATE / FRAME)
+    merged: list[tuple[int, int]] = []
+    group = None  # index in `merged` of the last segment with sound: the next one may join it
+    group_sound = 0
+    for s, e in segments:
+        if is_silent(s, e):
+            merged.append((s, e))
+            continue
+        k = sound(s, e)
+        # a click or a breath between pauses is no segment of its own: it joins its neighbour (within
+        # the window) rather than being transcribed alone, which makes a model say anything
+        short = k < min_sound or group_sound < min_sound
+        if group is not None and e - merged[group][0] <= (max_len if short else merge_len):
+            merged[group:] = [(merged[group][0], e)]  # with the silence between them
+            group_sound += k
+        else:
+            merged.append((s, e))
+            group, group_sound = len(merged) - 1, k
+    out: list[tuple[int, int]] = []
+    for s, e in merged:
+        out += [(s + a, s + b) for a, b in pause_windows(wave[s:e], window_seconds)] if e - s > max_len else [(s, e)]
+    return out if keep_silent else [(s, e) for s, e in out if not is_silent(s, e)]
+
+
 def _norm(word: str) -> str:
     return "".join(c for c in word.lower() if c.isalnum())
 
@@ -106,7 +233,23 @@ def merge_seam(left: list[str], right: list[str], max_words: int = 8) -> list[st
     return left[:cut_a] + right[eb - n + half :]
 
 
-def windows(wave: np.ndarray, strategy: str, window_seconds: float, overlap_seconds: float) -> list[tuple[int, int]]:
+def windows(
+    wave: np.ndarray,
+    strategy: str,
+    window_seconds: float,
+    overlap_seconds: float = 2.0,
+    threshold_db: float = THRESHOLD_DB,
+    min_pause_seconds: float = MIN_PAUSE_SECONDS,
+    merge_seconds: float = MERGE_SECONDS,
+    keep_silence_seconds: float = KEEP_SILENCE_SECONDS,
+) -> list[tuple[int, int]]:
+    """The (start, end) ranges of `wave` that `strategy` transcribes (the segment settings apply to
+    `"segments"` only, but are checked whatever the strategy, so a bad flag fails at once)."""
+    _check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
+    if strategy == "segments":
+        return segment_windows(
+            wave, window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds
+        )
     if strategy == "pause":
         return pause_windows(wave, window_seconds)
     if strategy == "overlap":
@@ -127,19 +270,36 @@ def transcribe_long(
     transcribe_batch: Callable[[list[np.ndarray]], list[str]],
     waves: Sequence[np.ndarray],
     window_seconds: float,
-    strategy: str = "pause",
+    strategy: str = DEFAULT_STRATEGY,
     overlap_seconds: float = 2.0,
     batch_size: int = 16,
     min_samples: int = FRAME,
+    threshold_db: float = THRESHOLD_DB,
+    min_pause_seconds: float = MIN_PAUSE_SECONDS,
+    merge_seconds: float = MERGE_SECONDS,
+    keep_silence_seconds: float = KEEP_SILENCE_SECONDS,
 ) -> list[str]:
     """Transcribe clips of any length: each is cut into windows, all windows of all clips are sorted
     by length and transcribed `batch_size` at a time (little padding, one job), then each clip's
     window texts are joined in order. A window shorter than `min_samples` (a sliver at the end) is
-    dropped: it holds no speech the previous window did not end with."""
+    dropped: it holds no speech the previous window did not end with. `"segments"` transcribes no
+    range of silence alone (`segment_windows`)."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"long-form strategy must be one of {STRATEGIES}, got {strategy!r}")
+    _check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
     pieces: list[tuple[int, int, np.ndarray]] = []  # (clip, window index, samples)
     counts = []
     for c, w in enumerate(waves):
-        spans = windows(np.asarray(w), strategy, window_seconds, overlap_seconds)
+        spans = windows(
+            np.asarray(w),
+            strategy,
+            window_seconds,
+            overlap_seconds,
+            threshold_db,
+            min_pause_seconds,
+            merge_seconds,
+            keep_silence_seconds,
+        )
         spans = [s for s in spans if s[1] - s[0] >= min_samples] or spans[:1]
         counts.append(len(spans))
         pieces += [(c, i, w[s:e]) for i, (s, e) in enumerate(spans)]

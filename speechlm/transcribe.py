@@ -1,12 +1,14 @@
 """Transcribe audio files of any length with an exported checkpoint.
 
     python -m speechlm.transcribe -m MODEL_DIR audio.wav [more.flac ...] [--batch-size B]
-        [--max-seconds S] [--window-seconds W] [--long-form pause|overlap]
+        [--max-seconds S] [--window-seconds W] [--long-form segments|pause|overlap]
+        [--threshold-db 35] [--min-pause-seconds 0.3] [--merge-seconds 0]
 
 Any format libsndfile reads (wav, flac, ogg, mp3), any sample rate or channel count: clips are
-mixed to mono and resampled to 16 kHz before the model sees them. A clip longer than the model's
-window (at most the encoder's limit, e.g. Whisper's 30 s) is cut at pauses into windows that are
-transcribed together (`speechlm.longform`); `--max-seconds` bounds the longest input accepted.
+mixed to mono and resampled to 16 kHz before the model sees them. Audio is cut at its pauses into
+segments of speech (silence left out; at most the window, itself at most the encoder's limit, e.g.
+Whisper's 30 s) that are transcribed together (`speechlm.longform`); `--max-seconds` bounds the
+longest input accepted.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from pathlib import Path
 
 from speechlm import longform
 from speechlm.config import ConfigError, cli_errors
-from speechlm.inference import MAX_SECONDS, WINDOW_SECONDS, check_long_form_args, load_clip, transcribe_waves
+from speechlm.inference import (
+    MAX_SECONDS,
+    WINDOW_SECONDS,
+    add_long_form_args,
+    check_long_form_args,
+    load_clip,
+    long_form_settings,
+    transcribe_waves,
+)
 
 
 def transcribe_files(
@@ -26,14 +36,16 @@ def transcribe_files(
     batch_size: int = 16,
     max_seconds: float | None = MAX_SECONDS,
     window: float | None = None,
-    strategy: str = "pause",
+    strategy: str = longform.DEFAULT_STRATEGY,
+    **segment_settings,
 ) -> list[str]:
+    """Transcripts of audio files; `segment_settings`: threshold_db, min_pause_seconds, merge_seconds."""
     waves = []
     for p in paths:
         if not Path(p).is_file():
             raise ConfigError(f"no such audio file: {p}")
         waves.append(load_clip(p, p, max_seconds))
-    return transcribe_waves(model, waves, batch_size, window, strategy)
+    return transcribe_waves(model, waves, batch_size, window, strategy, **segment_settings)
 
 
 @cli_errors
@@ -50,7 +62,7 @@ def main(argv=None):
         help=f"long audio is cut into windows of at most this (default {WINDOW_SECONDS:g}, "
         "capped at the encoder's limit)",
     )
-    ap.add_argument("--long-form", choices=longform.STRATEGIES, default="pause")
+    add_long_form_args(ap)
     args = ap.parse_args(argv)
     check_long_form_args(args)
     from speechlm.eval import load_model  # the model stack (torch, transformers) once the arguments parse
@@ -59,7 +71,9 @@ def main(argv=None):
     if missing:  # before the model loads
         raise ConfigError(f"no such audio file: {missing[0]}")
     model = load_model(args.model)
-    texts = transcribe_files(model, args.audio, args.batch_size, args.max_seconds, args.window_seconds, args.long_form)
+    texts = transcribe_files(
+        model, args.audio, args.batch_size, args.max_seconds, args.window_seconds, **long_form_settings(args)
+    )
     for p, t in zip(args.audio, texts):
         print(f"{p}\t{t}" if len(args.audio) > 1 else t)
         sys.stdout.flush()

@@ -92,3 +92,160 @@ def test_transcribe_long_transcribes_each_window_once_in_order_and_sorted_batche
 def test_unknown_strategy_is_refused():
     with pytest.raises(ValueError, match="strategy"):
         longform.transcribe_long(lambda b: [""] * len(b), [np.zeros(SR)], 20.0, strategy="vad")
+
+
+# ---- "segments": a cut in every pause, merged up to merge_seconds, silence left out
+
+
+def _tones(lengths_s, pauses_s, level=0.3, noise=0.0, seed=0):
+    """Tone bursts (a 220 Hz tone with a 4 Hz syllable-like swell) separated by silences; returns the
+    wave, each burst's (start, end) and each pause's (start, end)."""
+    rng = np.random.default_rng(seed)
+    parts, bursts, pauses, pos = [], [], [], 0
+    for i, length in enumerate(lengths_s):
+        t = np.arange(int(length * SR)) / SR
+        parts.append((level * np.sin(2 * np.pi * 220 * t) * (0.6 + 0.4 * np.sin(2 * np.pi * 4 * t))).astype(np.float32))
+        bursts.append((pos, pos + len(t)))
+        pos += len(t)
+        if i < len(lengths_s) - 1:
+            gap = int(pauses_s[i % len(pauses_s)] * SR)
+            parts.append(np.zeros(gap, np.float32))
+            pauses.append((pos, pos + gap))
+            pos += gap
+    wave = np.concatenate(parts)
+    if noise:
+        wave = wave + (noise * rng.standard_normal(len(wave))).astype(np.float32)
+    return wave, bursts, pauses
+
+
+def _tiles(spans, n):
+    return spans[0][0] == 0 and spans[-1][1] == n and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+
+
+LENGTHS = [1.2, 0.6, 2.3, 0.9, 1.7, 3.1, 0.8, 1.4]
+PAUSES = [0.1, 0.35, 0.2, 0.6, 1.5, 0.25, 4.0]  # the 0.1, 0.2 and 0.25 s gaps are shorter than min_pause
+
+
+@pytest.mark.parametrize(
+    "level,noise",
+    [(0.3, 0.0), (0.3, 1e-4), (0.003, 0.0), (0.003, 3e-5)],  # loud; low (-50 dBFS) over a noise floor 36 dB down
+)
+def test_segments_cut_in_every_pause_and_nowhere_else(level, noise):
+    wave, bursts, pauses = _tones(LENGTHS, PAUSES, level, noise)
+    tiles = longform.segment_windows(wave, 20.0, min_pause_seconds=0.3, merge_seconds=0, keep_silent=True)
+    assert _tiles(tiles, len(wave))
+    cuts = [s for s, _ in tiles[1:]]
+    for a, b in bursts:
+        assert not any(a <= c <= b for c in cuts), f"a cut inside the burst at {a / SR:.2f}-{b / SR:.2f} s"
+    for a, b in pauses:
+        inside = [c for c in cuts if a < c < b]
+        assert bool(inside) == (b - a >= 0.3 * SR), f"pause of {(b - a) / SR:.2f} s: cuts {inside}"
+    # left out: only silence, and all of it but keep_silence_seconds beside each burst
+    kept = longform.segment_windows(wave, 20.0, min_pause_seconds=0.3, merge_seconds=0)
+    assert len(kept) == 5  # the bursts grouped by the short gaps
+    assert all(any(s <= a and b <= e for s, e in kept) for a, b in bursts)  # every burst whole in one range
+    assert all(a[1] <= b[0] for a, b in zip(kept, kept[1:]))
+    for (_, end), (start, _) in zip(kept, kept[1:]):
+        assert np.max(np.abs(wave[end:start]), initial=0.0) <= 5 * noise + 1e-9  # what is left out is silence
+    # the 4 s pause: keep_silence_seconds (give or take the 50 ms smoothing) stays beside each burst
+    (a, b), keep = pauses[-1], longform.KEEP_SILENCE_SECONDS * SR
+    assert kept[-1][0] == pytest.approx(b - keep, abs=480) and kept[-2][1] == pytest.approx(a + keep, abs=480)
+
+
+def test_segments_merge_neighbours_up_to_merge_seconds():
+    wave, bursts, _ = _tones([1.0] * 12, [0.4])  # a segment per burst, 1.4 s apart
+    alone = longform.segment_windows(wave, 20.0, merge_seconds=0)
+    assert len(alone) == 12
+    for merge in (3.0, 5.0, 8.0):
+        merged = longform.segment_windows(wave, 20.0, merge_seconds=merge)
+        assert all(e - s <= merge * SR for s, e in merged) and _tiles(merged, len(wave))
+        assert all(any(s <= a and b <= e for s, e in merged) for a, b in bursts)  # no burst split
+        # greedy: each range could not have taken the next one too
+        assert all(b[1] - a[0] > merge * SR for a, b in zip(merged, merged[1:]))
+        assert len(merged) < len(alone)
+    # merging is capped by the window
+    assert all(e - s <= 4 * SR for s, e in longform.segment_windows(wave, 4.0, merge_seconds=60.0))
+
+
+def test_segments_silence_between_merged_speech_is_kept_but_never_at_the_ends():
+    wave, bursts, _ = _tones([1.0, 1.0, 1.0], [2.0])  # pauses long enough to leave silence out
+    (span,) = longform.segment_windows(wave, 20.0, merge_seconds=10.0)
+    keep = longform.KEEP_SILENCE_SECONDS * SR
+    assert span[0] == 0 and span[1] == len(wave)  # no silence before the first or after the last burst
+    spans = longform.segment_windows(wave, 20.0, merge_seconds=4.5)  # the first two bursts and 2 s between them
+    assert len(spans) == 2 and spans[0][0] == 0 and spans[0][1] == pytest.approx(bursts[1][1] + keep, abs=480)
+    assert spans[1] == (pytest.approx(bursts[2][0] - keep, abs=480), len(wave))
+
+
+def test_segments_a_click_is_never_a_segment_of_its_own():
+    clicks = np.zeros(6 * SR, np.float32)
+    at = (np.arange(0.5, 5.5, 0.45) * SR).astype(int)
+    clicks[at] = 0.8  # 0.45 s of silence apart: each between two pauses
+    pauses = [r for r in longform._runs(longform._silent_frames(clicks, longform.THRESHOLD_DB)) if r[1] - r[0] >= 30]
+    assert len(pauses) == len(at) + 1
+    (span,) = longform.segment_windows(clicks, 20.0)  # one window: the clicks and the silence between them
+    assert span[0] <= at[0] and span[1] > at[-1]
+    wave, bursts, _ = _tones([1.5, 2.0, 1.0], [3.0])
+    wave[int(0.6 * SR) + bursts[1][1]] = 0.8  # a click in the pause, 0.6 s after the second burst
+    spans = longform.segment_windows(wave, 20.0)
+    assert len(spans) == 3 and spans[1][0] < bursts[1][0] and spans[1][1] > bursts[1][1] + 0.6 * SR
+
+
+def test_segments_without_a_pause_fall_back_to_pause_windows():
+    rng = np.random.default_rng(1)
+    noisy = (0.1 * rng.standard_normal(50 * SR)).astype(np.float32)  # a noisy room: no frame far below the rest
+    assert longform.segment_windows(noisy, 20.0) == longform.pause_windows(noisy, 20.0)
+    wave, _, _ = _tones([2.0, 2.0], [0.5], noise=0.05)  # a noise floor within threshold_db of the tones
+    assert longform.segment_windows(wave, 20.0) == [(0, len(wave))]
+    assert longform.segment_windows(np.zeros(100, np.float32), 20.0) == [(0, 100)]  # shorter than a frame
+
+
+def test_segments_never_exceed_the_window():
+    # a 31 s burst with no pause of its own, between short ones; windows of 8 s
+    wave, bursts, _ = _tones([1.0, 31.0, 2.0, 1.5], [0.5, 0.8, 0.4])
+    for merge in (0.0, 6.0, 100.0):
+        tiles = longform.segment_windows(wave, 8.0, merge_seconds=merge, keep_silent=True)
+        assert _tiles(tiles, len(wave)) and all(e - s <= 8 * SR for s, e in tiles)
+        kept = longform.segment_windows(wave, 8.0, merge_seconds=merge)
+        assert all(e - s <= 8 * SR for s, e in kept) and len(kept) >= 6
+    # and through windows() / transcribe_long: every window at most window_seconds, silence not transcribed
+    seen = []
+    longform.transcribe_long(lambda b: seen.extend(len(w) for w in b) or [""] * len(b), [wave], 8.0, "segments")
+    assert max(seen) <= 8 * SR and sum(seen) < len(wave)
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"threshold_db": 0}, "threshold_db"),
+        ({"threshold_db": -35.0}, "threshold_db"),
+        ({"min_pause_seconds": 0}, "min_pause_seconds"),
+        ({"merge_seconds": -1.0}, "merge_seconds"),
+        ({"merge_seconds": float("nan")}, "merge_seconds"),
+        ({"keep_silence_seconds": -0.1}, "keep_silence_seconds"),
+        ({"window_seconds": 0.01}, "window_seconds"),
+    ],
+)
+def test_segment_settings_out_of_range_are_refused_by_name(kwargs, name):
+    wave, _, _ = _tones([1.0, 1.0], [0.5])
+    args = {"window_seconds": 20.0, **kwargs}
+    with pytest.raises(ValueError, match=name):
+        longform.segment_windows(wave, **args)
+    with pytest.raises(ValueError, match=name):  # whatever the strategy: a bad flag fails at once
+        longform.transcribe_long(lambda b: [""] * len(b), [wave], strategy="pause", **args)
+
+
+def test_segments_is_the_default_and_joins_segment_texts_in_order():
+    assert longform.DEFAULT_STRATEGY == "segments" and longform.DEFAULT_STRATEGY in longform.STRATEGIES
+    wave, _, _ = _tones([1.0, 2.0, 1.5], [0.6, 0.9])
+    spans = longform.segment_windows(wave, 20.0)
+    assert len(spans) == 3
+    got = []
+
+    def name(batch):  # a "transcriber" that names each window by its length
+        got.extend(len(w) for w in batch)
+        return [str(len(w)) for w in batch]
+
+    out = longform.transcribe_long(name, [wave], 20.0, batch_size=2)  # the default strategy
+    assert out[0] == " ".join(str(e - s) for s, e in spans)  # each segment once, texts in order
+    assert got == sorted(got, reverse=True)

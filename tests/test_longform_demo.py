@@ -1,8 +1,9 @@
 """Long-form quality on the demo's trained real-weights model (slow: it needs that model).
 
 A ~3-minute recording of the held-out test sentences (never in training) with pauses, transcribed
-whole (`speechlm.transcribe`'s long-form path), against the same sentences one by one: WER within a
-margin of the measured ratio (below), every cut inside a pause, no more words inserted than one by one (+2).
+whole (`speechlm.transcribe`'s long-form path, its default cut), against the same sentences one by
+one: WER within a margin of the measured ratio (below), every cut inside a pause, a cut in every pause
+between sentences, no more words inserted than one by one (+2) and no more dropped (+10%).
 
 The model: `$SPEECHLM_DEMO_RUN` (a finished `python -m speechlm.demo` run folder) when set, else the
 run tests/test_demo.py's slow test keeps (`make test-all` runs it first), else the demo is trained
@@ -60,16 +61,19 @@ def test_three_minutes_of_held_out_sentences_transcribe_as_well_as_one_by_one(de
     one_by_one = wer.score([r for _, r in data[:n]], singles)
     whole = transcribe_waves(model, [wave])[0]
     long = wer.score([reference], [whole])
-    # Measured on the demo model: 0.926 whole vs 0.596 one by one (1.56x; the issue's goal is 1.2x, not
-    # met). The demo trains on single sentences of 2.4 s on average and stops after the first sentence
-    # of a window holding several (the loss is deletions); 6 s windows gave 1.26x. The bound is a margin
-    # above what was measured; nothing is repeated at the seams (insertions as one by one).
-    assert long["wer"] <= 1.75 * one_by_one["wer"] + 1e-9, (long, one_by_one, whole)
-    assert long["insertions"] <= one_by_one["insertions"] + 2
-    # every cut falls in a pause: no word is split across windows
-    spans = longform.pause_windows(wave, window_seconds(model))
-    assert len(spans) >= 180 / window_seconds(model)
+    # Measured on the demo model with the default "segments" cut (docs/benchmarks.md, "Long-form"):
+    # 0.560 whole vs 0.585 one by one (0.96x; one by one without any cut 0.596). Windows of 20 s cut at
+    # their quietest point ("pause", the default before) gave 0.926 (1.56x): the demo trains on single
+    # sentences of 2.4 s on average and stops after the first sentence of a window holding several.
+    # The bound is a margin above what was measured, under the issue's 1.2x.
+    assert long["wer"] <= 1.1 * one_by_one["wer"] + 1e-9, (long, one_by_one, whole)
+    assert long["insertions"] <= one_by_one["insertions"] + 2  # nothing repeated at the seams
+    assert long["deletions"] <= 1.1 * one_by_one["deletions"] + 2  # nothing dropped at the seams
+    # every cut falls in a pause (no word is split across windows), and every pause between two
+    # sentences is cut (each sentence its own segment)
+    spans = longform.windows(wave, longform.DEFAULT_STRATEGY, window_seconds(model))
+    assert len(spans) >= n
     energy = np.abs(wave)
-    for s, _ in spans[1:]:
-        around = energy[max(0, s - 800) : s + 800]  # 50 ms either side of the cut
-        assert around.max() < 0.02, f"cut at {s / audio.SAMPLE_RATE:.2f} s is not in a pause"
+    for cut in {x for span in spans for x in span} - {0, len(wave)}:
+        around = energy[max(0, cut - 800) : cut + 800]  # 50 ms either side of the cut
+        assert around.max() < 0.02, f"cut at {cut / audio.SAMPLE_RATE:.2f} s is not in a pause"

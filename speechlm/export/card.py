@@ -9,7 +9,7 @@ USAGE = """\
 from transformers import AutoModel, pipeline
 
 asr = pipeline("automatic-speech-recognition", model="{repo}", trust_remote_code=True)
-print(asr("meeting.flac")["text"])            # any length: cut at pauses into windows of at most {window:g} s
+print(asr("meeting.flac")["text"])            # any length: cut at its pauses, segments of at most {window:g} s
 
 model = AutoModel.from_pretrained("{repo}", trust_remote_code=True)
 print(model.transcribe([wave_16k_mono_float32]))

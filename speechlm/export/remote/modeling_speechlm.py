@@ -17,7 +17,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from .configuration_speechlm import SpeechLMConfig
 from .speechlm_core import FAMILIES, Projector, SpeechLM, TokenLoss
-from .speechlm_longform import transcribe_long
+from .speechlm_longform import DEFAULT_STRATEGY, MERGE_SECONDS, MIN_PAUSE_SECONDS, THRESHOLD_DB, transcribe_long
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -80,11 +80,15 @@ class SpeechLMForASR(PreTrainedModel):
         self,
         waves,
         window_seconds: float = 20.0,
-        strategy: str = "pause",
+        strategy: str = DEFAULT_STRATEGY,
         batch_size: int = 16,
         max_new_tokens: int | None = None,
+        threshold_db: float = THRESHOLD_DB,
+        min_pause_seconds: float = MIN_PAUSE_SECONDS,
+        merge_seconds: float = MERGE_SECONDS,
     ) -> list[str]:
-        """16 kHz mono float clips of any length -> transcripts, exactly as `speechlm.transcribe` does."""
+        """16 kHz mono float clips of any length -> transcripts, exactly as `speechlm.transcribe` does
+        (the same cut, speechlm_longform.py: by default at every pause, silence left out)."""
         limit = self.model.family.max_seconds
         window = min(window_seconds, limit) if limit else window_seconds
         return transcribe_long(
@@ -94,4 +98,7 @@ class SpeechLMForASR(PreTrainedModel):
             strategy=strategy,
             batch_size=batch_size,
             min_samples=self.model.features.min_samples,
+            threshold_db=threshold_db,
+            min_pause_seconds=min_pause_seconds,
+            merge_seconds=merge_seconds,
         )

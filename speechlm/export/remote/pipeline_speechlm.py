@@ -4,9 +4,11 @@
     asr("meeting.flac")["text"]; asr(wave_16k)["text"]; asr({"raw": wave, "sampling_rate": 44100})
     asr([clip1, clip2, ...], batch_size=16)   # all windows of all clips transcribed as one sorted job
 
-Audio of any length: clips longer than the window are cut at pauses (speechlm_longform.py, the
-module speechlm.transcribe uses). Files are decoded with soundfile; other sample rates resampled
-with soxr (both optional: pass 16 kHz arrays without them).
+Audio of any length: cut at its pauses into segments of speech, silence left out, none longer than
+the window (speechlm_longform.py, the module speechlm.transcribe uses, with its defaults; the keywords
+`strategy`, `window_seconds`, `threshold_db`, `min_pause_seconds` and `merge_seconds` change them).
+Files are decoded with soundfile; other sample rates resampled with soxr (both optional: pass 16 kHz
+arrays without them).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import numpy as np
 from transformers import Pipeline
 
 SAMPLE_RATE = 16000
+# keywords passed on to SpeechLMForASR.transcribe (the long-form cut and the token budget)
+FORWARD_KEYS = ("window_seconds", "strategy", "max_new_tokens", "threshold_db", "min_pause_seconds", "merge_seconds")
 
 
 def _to_16k(wave, sr: int) -> np.ndarray:
@@ -60,12 +64,8 @@ class SpeechLMASRPipeline(Pipeline):
     _load_image_processor = False
     _load_processor = False
 
-    def _sanitize_parameters(self, window_seconds=None, strategy=None, max_new_tokens=None, **kwargs):
-        forward = {
-            k: v
-            for k, v in (("window_seconds", window_seconds), ("strategy", strategy), ("max_new_tokens", max_new_tokens))
-            if v is not None
-        }
+    def _sanitize_parameters(self, **kwargs):
+        forward = {k: kwargs[k] for k in FORWARD_KEYS if kwargs.get(k) is not None}
         return {}, forward, {}
 
     def preprocess(self, inputs):
