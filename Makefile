@@ -45,8 +45,8 @@ test: lint
 # the full demo gets the machine to itself (its WER and timing are what make demo gives), first, so
 # that the run's closing line counts the whole suite; the rest of the slow suite then runs on $(JOBS) workers
 test-all: lint
-	$(PY) -m pytest -q -m '' tests/test_demo.py::test_full_demo_learns
-	$(PY) -m pytest -q -m '' -n $(JOBS) --dist loadfile --deselect tests/test_demo.py::test_full_demo_learns
+	$(PY) -m pytest -q -rP -m '' tests/test_demo.py::test_full_demo_learns
+	$(PY) -m pytest -q -m '' -n $(JOBS) --dist loadfile --durations=25 --deselect tests/test_demo.py::test_full_demo_learns
 
 bench: $(STAMP)
 	$(PY) bench/shards.py && $(PY) bench/reader.py && $(PY) bench/train.py

@@ -149,6 +149,8 @@ def test_full_demo_learns(tmp_path):
         check=False,
     )
     assert r.returncode == 0, r.stderr[-3000:]
+    # the demo's own summary (time per stage, WER per part) in the log: make test-all shows it (-rP)
+    print("\n".join(x for x in r.stdout.splitlines() if x.startswith(("time:", "held-out", "train loss"))))
     wers = {
         x.split()[2].rstrip(":"): float(x.split()[3].rstrip("%")) / 100
         for x in r.stdout.splitlines()
