@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 # the slow test's bounds: a margin above the measured run (docs/benchmarks.md, "The demo learns to listen")
 # (the shipped recipe, 300 CTC + 80 LM steps: try e3 in the tries table; the seen part alone moved
 # 11-24% between close recipes, so its margin is the widest)
-MAX_WER = {"seen": 0.45, "unseen": 0.50, "random": 0.65}  # measured 0.235 / 0.300 / 0.426
+MAX_WER = {"seen": 0.45, "unseen": 0.50, "random": 0.65}  # measured 0.261 / 0.310 / 0.410
 MIN_EMPTY_SHARE = 0.75  # measured 1.00
 
 
