@@ -33,4 +33,3 @@ def test_ctc_warm_start_gets_its_own_schedule_and_the_lm_phase_starts_afresh():
     assert [optim.phased_lr_factor(s, 10, 40, 100) * 1e-3 for s in (5, 45, 75)] == pytest.approx(
         [seen[5], seen[45], seen[75]]
     )
-
