@@ -58,12 +58,11 @@ def check_long_form_args(args) -> None:
         raise ConfigError(f"--max-seconds must be >= 0 (0: no limit), got {args.max_seconds:g}")
     if args.window_seconds is not None and args.window_seconds < 1:
         raise ConfigError(f"--window-seconds must be at least 1 s, got {args.window_seconds:g}")
-    if not args.threshold_db > 0:
-        raise ConfigError(f"--threshold-db must be positive (dB below the loud level), got {args.threshold_db:g}")
-    if not args.min_pause_seconds >= 0.01:
-        raise ConfigError(f"--min-pause-seconds must be at least 0.01 (one frame), got {args.min_pause_seconds:g}")
-    if not args.merge_seconds >= 0:
-        raise ConfigError(f"--merge-seconds must be >= 0 (0: one segment per pause), got {args.merge_seconds:g}")
+    try:  # longform's own rules (the export runs them too), reported under the flag's name
+        longform.check_segment_settings(WINDOW_SECONDS, args.threshold_db, args.min_pause_seconds, args.merge_seconds)
+    except ValueError as e:
+        name, rest = str(e).split(" ", 1)
+        raise ConfigError(f"--{name.replace('_', '-')} {rest}") from None
 
 
 def window_seconds(model, requested: float | None = None) -> float:

@@ -105,7 +105,7 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.nonzero(edges == 1)[0].tolist(), np.nonzero(edges == -1)[0].tolist()))
 
 
-def _check_segment_settings(
+def check_segment_settings(
     window_seconds: float,
     threshold_db: float,
     min_pause_seconds: float,
@@ -150,7 +150,7 @@ def segment_windows(
     With `keep_silent=True` the ranges tile `wave` exactly (no gap, no overlap); by default the
     ranges made of nothing but silent frames are left out (silence between sentences is not
     transcribed), so what remains is in order, disjoint, and misses only silence."""
-    _check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
+    check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
     max_len = int(window_seconds * SAMPLE_RATE)
     n = len(wave) // FRAME
     if n == 0:
@@ -245,7 +245,7 @@ def windows(
 ) -> list[tuple[int, int]]:
     """The (start, end) ranges of `wave` that `strategy` transcribes (the segment settings apply to
     `"segments"` only, but are checked whatever the strategy, so a bad flag fails at once)."""
-    _check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
+    check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
     if strategy == "segments":
         return segment_windows(
             wave, window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds
@@ -286,7 +286,7 @@ def transcribe_long(
     range of silence alone (`segment_windows`)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"long-form strategy must be one of {STRATEGIES}, got {strategy!r}")
-    _check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
+    check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
     pieces: list[tuple[int, int, np.ndarray]] = []  # (clip, window index, samples)
     counts = []
     for c, w in enumerate(waves):

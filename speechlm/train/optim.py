@@ -62,7 +62,8 @@ def phased_lr_factor(step: int, warmup: int, ctc_steps: int, total: int, kind: s
 
 
 def lr_factor(step: int, warmup: int, total: int, kind: str = "cosine") -> float:
-    """The schedule's multiplier written out, for logging and tests (the scheduler is transformers')."""
+    """The warmup + decay multiplier written out: the phases' schedule is made of it, and tests check
+    transformers' single-phase scheduler against it."""
     if step < warmup:
         return step / max(1, warmup)
     if kind == "constant":
