@@ -13,7 +13,7 @@ import torch
 from speechlm import config as config_mod
 from speechlm import listening, text
 from speechlm.config import Config, ConfigError
-from speechlm.shard import corpus, load_recipe, nonspeech, synthetic
+from speechlm.shard import builtin, corpus, load_recipe, nonspeech, synthetic
 
 SIZES = {
     "speech": {"train": 40, "eval": 12, "test": 12, "unseen_test": 4, "random_test": 4},
@@ -71,6 +71,31 @@ def test_corpus_settings_are_checked_naming_the_key(tmp_path):
     bad.write_text("sources: [{name: n, kind: synthetic, synthetic: {corpus: nonspeech}}]\n")
     with pytest.raises(ConfigError, match=r"sources\[0\].keep_empty"):
         load_recipe(str(bad))
+
+
+def test_speech_clips_open_and_close_with_seeded_silence(tmp_path):
+    cfg = load_recipe("demo")[0].sources[0].synthetic
+    assert cfg.silence_seconds == 0.3
+    padded = builtin.rows(cfg, "test")
+    cfg.silence_seconds = 0.0
+    plain = builtin.rows(cfg, "test")
+    # the same texts, voices and ids as without silence; only the spec is wrapped
+    assert [(o, t, s[3]) for o, t, s in padded] == plain
+    before = [s[1] for _, _, s in padded]
+    assert all(0 <= b <= 0.3 for b in before) and max(before) > 0.25 and min(before) < 0.05
+    (_, _, spec), (_, _, inner) = padded[0], plain[0]
+    wave, speech = builtin.synthesize(spec), builtin.synthesize(inner)
+    head, tail = int(spec[1] * 16000), int(spec[2] * 16000)
+    assert len(wave) == head + len(speech) + tail and np.array_equal(wave[head : head + len(speech)], speech)
+    assert not wave[:head].any() and not wave[len(wave) - tail :].any()
+    for body, key in [
+        ("{corpus: listen, silence_seconds: -1}", "silence_seconds"),
+        ("{corpus: nonspeech, silence_seconds: 0.2}", "silence_seconds"),
+    ]:
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(f"sources: [{{name: n, kind: synthetic, keep_empty: true, synthetic: {body}}}]\n")
+        with pytest.raises(ConfigError, match=rf"sources\[0\].synthetic.{key}"):
+            load_recipe(str(bad))
 
 
 def test_nonspeech_clips_are_deterministic_and_at_their_level():

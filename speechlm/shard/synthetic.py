@@ -44,6 +44,10 @@ class SyntheticConfig:
     vocabulary: int = 0  # listen: words from faker's English list added to the grammar's 52
     random_share: float = 0.5  # listen: share of training clips that are random word orders
     random_test: int = 0  # listen: test clips that are random word orders (eval gets its share)
+    # up to this much digital silence before and after each speech clip, drawn per clip by seed:
+    # espeak-ng starts speaking at the first sample, and a model that never heard a clip open with
+    # silence answers "nothing" to one that does (docs/benchmarks.md, "Silence before speech")
+    silence_seconds: float = 0.0
 
 
 NAMES = ["John", "Mary", "Anna", "Peter", "Sarah", "David", "Emma", "James"]

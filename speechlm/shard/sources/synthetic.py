@@ -28,6 +28,10 @@ class Synthetic(SourceType):
                     f"{key}.synthetic.random_test: random_test + unseen_test must be at most "
                     f"test ({s.test}), got {s.random_test} + {s.unseen_test}"
                 )
+        if not 0 <= s.silence_seconds <= 5:
+            raise ConfigError(f"{key}.synthetic.silence_seconds: must be between 0 and 5, got {s.silence_seconds}")
+        if s.corpus == "nonspeech" and s.silence_seconds:
+            raise ConfigError(f"{key}.synthetic.silence_seconds: a nonspeech corpus is silence and noise already")
         if s.corpus == "nonspeech" and not src.keep_empty:
             raise ConfigError(f"{key}.keep_empty: a nonspeech corpus has empty labels and needs keep_empty: true")
         if src.stream is not None:
