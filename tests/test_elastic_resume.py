@@ -1,10 +1,12 @@
 """Issue #13: elastic resume. Real `launch/torchrun.sh` agents on CPU (gloo), the tiny twin on the
 session's synthetic shards (64 train clips), the same command every time except NPROC_PER_NODE.
 
-1. The chain (ZeRO-2 and ZeRO-3): 2 ranks, SIGTERM mid-epoch (checkpoint, exit) -> 1 rank, SIGKILL
-   after its next checkpoint (still mid-epoch) -> 2 ranks to the end. The clip ledgers show each
-   clip of the interrupted epoch exactly once and none twice in the next; the final export loads
-   and transcribes.
+1. The chain (ZeRO-2): 2 ranks, SIGTERM mid-epoch (checkpoint, exit) -> 1 rank, SIGKILL after its
+   next checkpoint (still mid-epoch) -> 2 ranks to the end. The clip ledgers show each clip of the
+   interrupted epoch exactly once and none twice in the next; the final export loads and
+   transcribes. The reader's ledger does not depend on the ZeRO stage; ZeRO-3's conversion to a
+   new world size is proven by 2. (1 -> 2 ranks); both stages ran this chain, and passed alike,
+   until 2026-12-04, when it dropped to one stage to keep CI under 30 minutes.
 2. The optimizer proof: the first update after a world change equals the update the uninterrupted
    optimizer applied at that step. The checkpoint sits at the end of an epoch, and the layouts keep
    the same number of data streams (2 ranks x 1 worker <-> 1 rank x 2 workers, accumulation adjusted
@@ -170,8 +172,8 @@ def losses(run: Path) -> dict[int, float]:
     return {r["step"]: r["train/loss"] for r in rows if "train/loss" in r}
 
 
-@pytest.mark.parametrize("stage", [2, 3])
-def test_two_one_two_ranks_every_clip_once(tmp_path, synthetic_shards, stage):
+def test_two_one_two_ranks_every_clip_once(tmp_path, synthetic_shards):
+    stage = 2
     out = tmp_path / "runs"
     run = out / "chain"
     args = common(synthetic_shards, out, "chain", stage) + [

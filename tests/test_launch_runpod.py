@@ -12,7 +12,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
+from conftest import SYNTHETIC_SIZES
 from tests.infra import sshd as sshd_infra
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,6 +86,17 @@ def test_ssh_deploy_train_logs_checkpoint(tmp_path):
         assert r.returncode == 0, r.stderr
         assert (remote_dir / "launch" / "train.py").is_file() and not (remote_dir / ".venv").exists()
 
+        # the pod has no shards: the trainer builds them from data.recipe, as on a fresh pod (the shipped
+        # recipe scaled down to the session set's sizes: the build, not its 3,000 clips, is under test)
+        recipe = yaml.safe_load((ROOT / "shards" / "synthetic.yaml").read_text())
+        recipe["sources"][0]["synthetic"].update({**SYNTHETIC_SIZES, "unseen_test": 0})
+        (tmp_path / "small.yaml").write_text(yaml.safe_dump(recipe))
+        shards = tmp_path / "pod-shards"
+        data = [
+            f"data.recipe={tmp_path / 'small.yaml'}",
+            f"data.train=[{{path: {shards}, split: train}}]",
+            f"data.eval=[{{path: {shards}, split: eval}}]",
+        ]
         secret = "hf_" + uuid.uuid4().hex  # made here: the synced sources can't contain it
         try:
             r = runpod(
@@ -99,6 +112,7 @@ def test_ssh_deploy_train_logs_checkpoint(tmp_path):
                 "training.eval_steps=1000",
                 "training.logging_steps=2",
                 "training.run_name=pod",
+                *data,
                 env={"HF_TOKEN": secret},
             )
             assert r.returncode == 0, r.stderr
@@ -112,6 +126,7 @@ def test_ssh_deploy_train_logs_checkpoint(tmp_path):
             text = log.read_text()
             assert "[speechlm] training exited" in text, text[-3000:]
             assert "checkpoint step 12" in text
+            assert f"building missing shards {shards}" in text and (shards / "manifest.json").is_file()
 
             r = runpod("attach", *conn, "--logs", "--lines", "5")
             assert r.returncode == 0 and "[speechlm] training exited" in r.stdout

@@ -106,19 +106,19 @@ def test_sbatch_tiny_job_completes(cluster, synthetic_shards):
 
 def test_requeued_job_resumes_where_it_stopped(cluster, synthetic_shards):
     env, tmp = cluster
-    job = sbatch(env, tmp, "requeue", synthetic_shards, "training.max_steps=60", "training.save_steps=1000")
+    job = sbatch(env, tmp, "requeue", synthetic_shards, "training.max_steps=40", "training.save_steps=1000")
     run = tmp / "runs" / f"requeue-{job}"
     log = tmp / f"requeue-{job}.out"
     # 1) an operator's `scontrol requeue`: SIGTERM to the job -> checkpoint at the next step, exit
-    wait_until(lambda: last_step(run) >= 10, 600, "step 10")
+    wait_until(lambda: last_step(run) >= 8, 600, "step 8")
     assert subprocess.run(["scontrol", "requeue", job], env=env, capture_output=True, text=True).returncode == 0
     wait_until(lambda: start_now_when_pending(env, job), 300, "the requeued job to pend")
     wait_until(lambda: "restart 1" in (log.read_text() if log.is_file() else ""), 600, "the requeued run")
     stopped = int((run / "checkpoints" / "latest").read_text().strip().split("-")[1])
-    assert 10 <= stopped < 60
+    assert 8 <= stopped < 40
     # 2) pre-emption: Slurm's --signal=B:USR1 goes to the batch script, which passes it on and
     # requeues the job itself once the trainer has saved and exited
-    wait_until(lambda: last_step(run) >= stopped + 10, 600, "progress after the resume")
+    wait_until(lambda: last_step(run) >= stopped + 8, 600, "progress after the resume")
     subprocess.run(["scancel", "--signal=USR1", "--batch", job], env=env, check=True, timeout=30)
     wait_until(lambda: start_now_when_pending(env, job), 300, "the script's requeue")
     wait_until(lambda: "restart 2" in log.read_text(), 600, "the second requeue")
@@ -129,7 +129,7 @@ def test_requeued_job_resumes_where_it_stopped(cluster, synthetic_shards):
     # the trainer saved at the step the signal arrived, so across three runs every step was
     # trained exactly once, and each resume started from the checkpoint the stop left behind
     steps = [r["step"] for r in metrics(run) if "train/loss" in r]
-    assert steps == list(range(1, 61))
+    assert steps == list(range(1, 41))
     resumed = [line for line in text.splitlines() if "resumed from" in line]
     assert len(resumed) == 2 and f"step-{stopped} at step {stopped}" in resumed[0]
-    assert (run / "checkpoints" / "latest").read_text().strip() == "step-60"
+    assert (run / "checkpoints" / "latest").read_text().strip() == "step-40"

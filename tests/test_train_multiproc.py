@@ -205,7 +205,7 @@ def test_sigterm_saves_exits_143_and_resume_matches(tmp_path, shards):
 
 @pytest.mark.skipif(not private_tmpfs_works(), reason=SKIP_REASON)
 @pytest.mark.parametrize("stage", [2, 3])
-def test_disk_full_on_two_ranks_fails_the_save_not_the_run(tmp_path, shards, stage):
+def test_disk_full_on_two_ranks_fails_the_save_not_the_run(tmp_path, shards, runs, stage):
     """A full disk hits the ranks' writes at different points of DeepSpeed's save (here: rank 0's
     model states, then either rank's optimizer partition). Every rank must still leave the save
     together: a rank raising out of it would skip its closing barrier and hang the others."""
@@ -218,8 +218,9 @@ def test_disk_full_on_two_ranks_fails_the_save_not_the_run(tmp_path, shards, sta
         "training.save_total_limit=1",
         f"deepspeed.zero_stage={stage}",
     ]
-    size = train(tmp_path, "measure", "torchrun", 2, *over, "training.max_steps=2")
-    ckpt = sum(f.stat().st_size for f in (size / "checkpoints" / "step-2").rglob("*") if f.is_file())
+    # a checkpoint's size: the module's run with this layout (2 ranks, batch 4, 1 worker, this stage)
+    same = runs["tr2_z2" if stage == 2 else "ds2_z3"] / "checkpoints" / f"step-{STEPS}"
+    ckpt = sum(f.stat().st_size for f in same.rglob("*") if f.is_file())
     # room for one checkpoint and the logs, not for a second one beside it
     mnt, kept = tmp_path / "mnt", tmp_path / "kept"
     mnt.mkdir()
