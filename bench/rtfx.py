@@ -51,7 +51,7 @@ def main(argv=None):
     from speechlm.transcribe import transcribe_waves
 
     _, clips = dataset_clips(args.data, "test")
-    data = [(audio.load(src), ref) for _, (cid, src, ref) in zip(range(args.clips), clips)]
+    data = [(wave, ref) for _, (_cid, wave, ref) in zip(range(args.clips), clips)]  # decoded by the reader
     waves, refs = [w for w, _ in data], [r for _, r in data]
     seconds = sum(len(w) for w in waves) / audio.SAMPLE_RATE
     model = load_model(args.model)
