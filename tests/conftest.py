@@ -38,12 +38,13 @@ _SESSION_MASTER_PORT = os.environ.get("MASTER_PORT")
 # The longest files first (`pytest --durations=0`, summed per file), so that no worker is left with a
 # long file at the end while the other idles: test_train_e2e.py alone is over a third of `make test`.
 LONGEST_FIRST = [
-    # slow files (only in `make test-all`; summed --durations of a fresh-clone run, 2026-12-04)
-    "test_elastic_resume.py",  # ~340 s
-    "test_train_multiproc.py",  # ~330 s
+    # slow files (only in `make test-all`; summed --durations of a fresh-clone run, 2026-12-04, before
+    # the elastic chain dropped to one stage and multiproc/runpod/slurm shed their duplicate runs)
+    "test_elastic_resume.py",  # ~340 s then
+    "test_train_multiproc.py",  # ~330 s then (177 s alone on the idle machine after)
     "test_reliability_faults.py",  # ~200 s
-    "test_launch_slurm.py",  # ~165 s
-    "test_launch_runpod.py",  # ~155 s
+    "test_launch_slurm.py",  # ~165 s then
+    "test_launch_runpod.py",  # ~155 s then (102 s alone before the small shard set)
     "test_train_e2e.py",
     "test_longform_demo.py",
     "test_train_whisper.py",

@@ -177,10 +177,15 @@ def test_zero3_export_matches_the_live_model(runs):
     assert tot / n < untrained - 0.3
 
 
-def test_sigterm_saves_exits_143_and_resume_matches(tmp_path, shards):
-    steps = 16
-    over = ["training.per_device_train_batch_size=8", f"training.max_steps={steps}", *data_args(shards)]
-    straight = train(tmp_path, "straight", "python", 1, *over)
+def test_sigterm_saves_exits_143_and_resume_matches(tmp_path, shards, runs):
+    """SIGTERM mid-run, then resume: the same per-step losses and clips as the uninterrupted py1 run
+    (its layout: 1 process, 2 loader workers, accumulation 2; the run crosses an epoch's end)."""
+    over = [
+        *data_args(shards),
+        "training.per_device_train_batch_size=4",
+        "training.gradient_accumulation_steps=2",
+        "data.num_workers=2",
+    ]
     args = ["--config", "tiny", f"training.output_dir={tmp_path}", "training.run_name=stopped", *BASE, *over]
     p = subprocess.Popen(
         command("python", 1, args), cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
@@ -194,13 +199,13 @@ def test_sigterm_saves_exits_143_and_resume_matches(tmp_path, shards):
     _, err = p.communicate(timeout=120)
     assert p.returncode == 143, err[-3000:]
     stopped_at = int((tmp_path / "stopped" / "checkpoints" / "latest").read_text().split("-")[1])
-    assert 4 <= stopped_at < steps
+    assert 4 <= stopped_at < STEPS
     train(tmp_path, "stopped", "python", 1, *over, "training.resume_from_checkpoint=auto")
-    a, b = losses(straight), losses(tmp_path / "stopped")
-    assert len(b) == steps  # stopped part + resumed part, each step once
-    for s in range(steps):
+    a, b = losses(runs["py1"]), losses(tmp_path / "stopped")
+    assert len(b) == STEPS  # stopped part + resumed part, each step once
+    for s in range(STEPS):
         assert b[s] == pytest.approx(a[s], rel=1e-5, abs=1e-6), s
-    assert step_ids(straight) == step_ids(tmp_path / "stopped")
+    assert step_ids(runs["py1"]) == step_ids(tmp_path / "stopped")
 
 
 @pytest.mark.skipif(not private_tmpfs_works(), reason=SKIP_REASON)
