@@ -157,3 +157,16 @@ def test_model_card_states_recipe_data_wer_and_usage(tmp_path):
     assert "| synthetic | 80 | 17.10 | 20.00 |" in card and "synthetic: hours 2.6" in card
     assert 'pipeline("automatic-speech-recognition", model="me/my-asr", trust_remote_code=True)' in card
     assert "tiny/whisper" in card and "LoRA adapter (r4, alpha 8)" in card
+
+
+@pytest.mark.parametrize("encoder", ["tiny/whisper", "tiny/granite_speech5"])
+def test_exported_features_equal_speechlms_bit_for_bit(tmp_path, encoder):
+    # transformers builds the exported model under its weights' dtype (bf16): a feature tensor made
+    # without an explicit dtype came out bf16 there, and the log-mel moved by up to 0.17
+    from transformers import AutoModel
+
+    model = _trained_looking(encoder, "tiny/llama3")
+    exported = AutoModel.from_pretrained(write_export(model, tmp_path / "hf"), trust_remote_code=True)
+    clips = waves((16000, 29000))
+    ours, theirs = model.features(clips), exported.model.features(clips)
+    assert torch.equal(ours[0], theirs[0]) and torch.equal(ours[1], theirs[1])
