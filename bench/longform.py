@@ -4,7 +4,8 @@ overlapping windows merged at the seams.
 
     python bench/longform.py [-m MODEL | --whisper offline/whisper-tiny.en] [--minutes 3] [--threads 2]
         [--data shards/synthetic] [--strategies segments pause overlap] [--windows 10 20 30]
-        [--merge 0 5 10] [--thresholds 30] [--min-pause 0.3] [--keep-silence 0.25] [--singles-default]
+        [--merge 0 5 10] [--thresholds 30] [--min-pause 0.3] [--keep-before 0.15] [--keep-after 0.25]
+        [--singles-default]
     python bench/longform.py --cuts [--data ...]   # no model: where the "segments" cuts fall (below)
     python bench/longform.py -m MODEL --data shards/demo --parts   # the test split's parts, per strategy
 
@@ -18,7 +19,7 @@ against the joined references, its ratio to the per-sentence WER, and its deleti
 insertions beside the per-sentence ones (words dropped or repeated at seams show up there).
 The recognizer is a speechlm model (-m) or Whisper tiny.en's own generate (an ASR that needs no
 training here; windows of at most 30 s). `"segments"` runs once per --merge x --thresholds x
---keep-silence setting, at the default window (20 s, at most the recognizer's limit; --segments-window);
+--keep-before x --keep-after setting, at the default window (20 s, at most the recognizer's limit; --segments-window);
 `--singles-default` adds the one-by-one sentences transcribed through the default strategy (what
 `speechlm.eval` and `speechlm.transcribe` now do to short clips).
 
@@ -35,6 +36,7 @@ default cut's effect on ordinary evaluation.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -168,7 +170,10 @@ def main(argv=None):
     ap.add_argument("--min-pause", type=float, default=longform.MIN_PAUSE_SECONDS)
     ap.add_argument("--segments-window", type=float, default=None, help="segments' window (default: 20 s)")
     ap.add_argument(
-        "--keep-silence", type=float, nargs="+", default=[longform.KEEP_SILENCE_SECONDS], help="segments' silence kept"
+        "--keep-before", type=float, nargs="+", default=[longform.KEEP_BEFORE_SECONDS], help="seconds of silence kept"
+    )
+    ap.add_argument(
+        "--keep-after", type=float, nargs="+", default=[longform.KEEP_AFTER_SECONDS], help="seconds of silence kept"
     )
     ap.add_argument("--strategies", nargs="+", default=None, help="default: all (speechlm.longform.STRATEGIES)")
     ap.add_argument("--singles-default", action="store_true", help="also: one by one through the default strategy")
@@ -243,17 +248,18 @@ def main(argv=None):
     for strategy in args.strategies or longform.STRATEGIES:
         if strategy == "segments":
             for th in args.thresholds:
-                for keep in args.keep_silence:
+                for before, after in itertools.product(args.keep_before, args.keep_after):
                     for merge in args.merge:
                         kw = {
                             "threshold_db": th,
                             "min_pause_seconds": args.min_pause,
                             "merge_seconds": merge,
-                            "keep_silence_seconds": keep,
+                            "keep_before_seconds": before,
+                            "keep_after_seconds": after,
                         }
                         name = (
-                            f"segments, merge {merge:g} s, {th:g} dB, pause >= {args.min_pause:g} s, keep {keep:g} s"
-                            f", window {default_window:g} s"
+                            f"segments, merge {merge:g} s, {th:g} dB, pause >= {args.min_pause:g} s, "
+                            f"keep {before:g} s before / {after:g} s after, window {default_window:g} s"
                         )
                         settings.append((name, default_window, {"strategy": strategy, **kw}))
             continue

@@ -32,7 +32,12 @@ DEFAULT_STRATEGY = "segments"
 THRESHOLD_DB = 35.0  # a frame is silent this far below the recording's loud level (its 95th percentile)
 MIN_PAUSE_SECONDS = 0.3  # a silent run at least this long is a pause (a cut)
 MERGE_SECONDS = 0.0  # neighbouring segments merge while they fit this (0: one segment per pause)
-KEEP_SILENCE_SECONDS = 0.25  # at most this much of a pause stays beside the speech on either side
+# at most this much of a pause stays before the speech that follows it, and after the speech it
+# follows: the silence a model heard around speech in training (the demo's clips open within 0-0.29 s
+# of speech, median 0.15 s, and end 0.18-0.68 s after it; more before, or less after, makes it answer
+# more segments with nothing: docs/benchmarks.md, "Silence kept before and after speech")
+KEEP_BEFORE_SECONDS = 0.15
+KEEP_AFTER_SECONDS = 0.25
 MIN_SOUND_SECONDS = 0.25  # a segment with less sound than this (a click) joins its neighbour
 
 
@@ -110,7 +115,8 @@ def check_segment_settings(
     threshold_db: float,
     min_pause_seconds: float,
     merge_seconds: float,
-    keep_silence_seconds: float = KEEP_SILENCE_SECONDS,
+    keep_before_seconds: float = KEEP_BEFORE_SECONDS,
+    keep_after_seconds: float = KEEP_AFTER_SECONDS,
 ):
     if not window_seconds * SAMPLE_RATE >= FRAME * 10:
         raise ValueError(f"window_seconds must be at least 0.1 s, got {window_seconds}")
@@ -120,8 +126,10 @@ def check_segment_settings(
         raise ValueError(f"min_pause_seconds must be at least 0.01 s (one frame), got {min_pause_seconds}")
     if not merge_seconds >= 0:
         raise ValueError(f"merge_seconds must be >= 0 (0: one segment per pause), got {merge_seconds}")
-    if not keep_silence_seconds >= 0:
-        raise ValueError(f"keep_silence_seconds must be >= 0, got {keep_silence_seconds}")
+    if not keep_before_seconds >= 0:
+        raise ValueError(f"keep_before_seconds must be >= 0, got {keep_before_seconds}")
+    if not keep_after_seconds >= 0:
+        raise ValueError(f"keep_after_seconds must be >= 0, got {keep_after_seconds}")
 
 
 def segment_windows(
@@ -130,16 +138,18 @@ def segment_windows(
     threshold_db: float = THRESHOLD_DB,
     min_pause_seconds: float = MIN_PAUSE_SECONDS,
     merge_seconds: float = MERGE_SECONDS,
-    keep_silence_seconds: float = KEEP_SILENCE_SECONDS,
+    keep_before_seconds: float = KEEP_BEFORE_SECONDS,
+    keep_after_seconds: float = KEEP_AFTER_SECONDS,
     keep_silent: bool = False,
 ) -> list[tuple[int, int]]:
     """(start, end) sample ranges of the speech in `wave`, cut in pauses, each at most `window_seconds`.
 
     A 10 ms frame is silent when the power over the 50 ms around it is more than `threshold_db` below
     the recording's 95th-percentile frame; every run of silent frames at least `min_pause_seconds`
-    long is a pause, cut in its middle; a pause longer than twice `keep_silence_seconds` is cut
-    `keep_silence_seconds` from each end instead, its middle a segment of silence of its own (the
-    speech keeps as much silence around it as the clips a model trains on). Segments with sound are
+    long is a pause, cut where it splits in the ratio `keep_after_seconds` : `keep_before_seconds`; a
+    pause longer than their sum is cut `keep_after_seconds` after the speech before it and
+    `keep_before_seconds` before the speech after it instead, its middle a segment of silence of its
+    own (the speech keeps as much silence around it as the clips a model trains on). Segments with sound are
     merged left to right, with any silence between them, while the merged span stays within
     `merge_seconds` (and `window_seconds`; 0: no merging, one segment per pause); silence is never
     merged onto the ends of a span. A segment with less than `MIN_SOUND_SECONDS` of frames that are
@@ -150,19 +160,25 @@ def segment_windows(
     With `keep_silent=True` the ranges tile `wave` exactly (no gap, no overlap); by default the
     ranges made of nothing but silent frames are left out (silence between sentences is not
     transcribed), so what remains is in order, disjoint, and misses only silence."""
-    check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
+    check_segment_settings(
+        window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_before_seconds, keep_after_seconds
+    )
     max_len = int(window_seconds * SAMPLE_RATE)
     n = len(wave) // FRAME
     if n == 0:
         return [(0, len(wave))]
     silent = _silent_frames(wave, threshold_db)
     min_run = max(1, round(min_pause_seconds * SAMPLE_RATE / FRAME))
-    keep = round(keep_silence_seconds * SAMPLE_RATE / FRAME)
+    before = round(keep_before_seconds * SAMPLE_RATE / FRAME)
+    after = round(keep_after_seconds * SAMPLE_RATE / FRAME)
     cuts = []  # frame indices
     for a, b in _runs(silent):
         if b - a < min_run:
             continue
-        cuts += [(a + b) // 2] if b - a <= 2 * keep else [a + keep, b - keep]
+        if b - a > before + after:
+            cuts += [a + after, b - before]
+        else:
+            cuts.append(a + (b - a) * after // (before + after) if before + after else (a + b) // 2)
     cuts = [c for c in cuts if 0 < c < n]
     if not cuts:
         return pause_windows(wave, window_seconds)
@@ -241,15 +257,15 @@ def windows(
     threshold_db: float = THRESHOLD_DB,
     min_pause_seconds: float = MIN_PAUSE_SECONDS,
     merge_seconds: float = MERGE_SECONDS,
-    keep_silence_seconds: float = KEEP_SILENCE_SECONDS,
+    keep_before_seconds: float = KEEP_BEFORE_SECONDS,
+    keep_after_seconds: float = KEEP_AFTER_SECONDS,
 ) -> list[tuple[int, int]]:
     """The (start, end) ranges of `wave` that `strategy` transcribes (the segment settings apply to
     `"segments"` only, but are checked whatever the strategy, so a bad flag fails at once)."""
-    check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
+    keep = (keep_before_seconds, keep_after_seconds)
+    check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, *keep)
     if strategy == "segments":
-        return segment_windows(
-            wave, window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds
-        )
+        return segment_windows(wave, window_seconds, threshold_db, min_pause_seconds, merge_seconds, *keep)
     if strategy == "pause":
         return pause_windows(wave, window_seconds)
     if strategy == "overlap":
@@ -277,7 +293,8 @@ def transcribe_long(
     threshold_db: float = THRESHOLD_DB,
     min_pause_seconds: float = MIN_PAUSE_SECONDS,
     merge_seconds: float = MERGE_SECONDS,
-    keep_silence_seconds: float = KEEP_SILENCE_SECONDS,
+    keep_before_seconds: float = KEEP_BEFORE_SECONDS,
+    keep_after_seconds: float = KEEP_AFTER_SECONDS,
 ) -> list[str]:
     """Transcribe clips of any length: each is cut into windows, all windows of all clips are sorted
     by length and transcribed `batch_size` at a time (little padding, one job), then each clip's
@@ -286,7 +303,8 @@ def transcribe_long(
     range of silence alone (`segment_windows`)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"long-form strategy must be one of {STRATEGIES}, got {strategy!r}")
-    check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, keep_silence_seconds)
+    keep = (keep_before_seconds, keep_after_seconds)
+    check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, *keep)
     pieces: list[tuple[int, int, np.ndarray]] = []  # (clip, window index, samples)
     counts = []
     for c, w in enumerate(waves):
@@ -298,7 +316,7 @@ def transcribe_long(
             threshold_db,
             min_pause_seconds,
             merge_seconds,
-            keep_silence_seconds,
+            *keep,
         )
         spans = [s for s in spans if s[1] - s[0] >= min_samples] or spans[:1]
         counts.append(len(spans))

@@ -140,16 +140,23 @@ def test_segments_cut_in_every_pause_and_nowhere_else(level, noise):
     for a, b in pauses:
         inside = [c for c in cuts if a < c < b]
         assert bool(inside) == (b - a >= 0.3 * SR), f"pause of {(b - a) / SR:.2f} s: cuts {inside}"
-    # left out: only silence, and all of it but keep_silence_seconds beside each burst
+    # left out: only silence, and all of it but the silence kept after and before each burst
     kept = longform.segment_windows(wave, 20.0, min_pause_seconds=0.3, merge_seconds=0)
     assert len(kept) == 5  # the bursts grouped by the short gaps
     assert all(any(s <= a and b <= e for s, e in kept) for a, b in bursts)  # every burst whole in one range
     assert all(a[1] <= b[0] for a, b in zip(kept, kept[1:]))
     for (_, end), (start, _) in zip(kept, kept[1:]):
         assert np.max(np.abs(wave[end:start]), initial=0.0) <= 5 * noise + 1e-9  # what is left out is silence
-    # the 4 s pause: keep_silence_seconds (give or take the 50 ms smoothing) stays beside each burst
-    (a, b), keep = pauses[-1], longform.KEEP_SILENCE_SECONDS * SR
-    assert kept[-1][0] == pytest.approx(b - keep, abs=480) and kept[-2][1] == pytest.approx(a + keep, abs=480)
+    # the 4 s pause: keep_after_seconds after the burst before it, keep_before_seconds before the
+    # burst after it (give or take the 50 ms smoothing)
+    (a, b) = pauses[-1]
+    assert kept[-2][1] == pytest.approx(a + longform.KEEP_AFTER_SECONDS * SR, abs=480)
+    assert kept[-1][0] == pytest.approx(b - longform.KEEP_BEFORE_SECONDS * SR, abs=480)
+    # a pause shorter than both together (the 0.35 s one) is cut where it splits in their ratio
+    before, after = longform.KEEP_BEFORE_SECONDS, longform.KEEP_AFTER_SECONDS
+    (a, b), ratio = pauses[1], after / (after + before)
+    (cut,) = [c for c in cuts if a < c < b]
+    assert cut == pytest.approx(a + ratio * (b - a), abs=480)
 
 
 def test_segments_merge_neighbours_up_to_merge_seconds():
@@ -170,11 +177,11 @@ def test_segments_merge_neighbours_up_to_merge_seconds():
 def test_segments_silence_between_merged_speech_is_kept_but_never_at_the_ends():
     wave, bursts, _ = _tones([1.0, 1.0, 1.0], [2.0])  # pauses long enough to leave silence out
     (span,) = longform.segment_windows(wave, 20.0, merge_seconds=10.0)
-    keep = longform.KEEP_SILENCE_SECONDS * SR
+    before, after = longform.KEEP_BEFORE_SECONDS * SR, longform.KEEP_AFTER_SECONDS * SR
     assert span[0] == 0 and span[1] == len(wave)  # no silence before the first or after the last burst
     spans = longform.segment_windows(wave, 20.0, merge_seconds=4.5)  # the first two bursts and 2 s between them
-    assert len(spans) == 2 and spans[0][0] == 0 and spans[0][1] == pytest.approx(bursts[1][1] + keep, abs=480)
-    assert spans[1] == (pytest.approx(bursts[2][0] - keep, abs=480), len(wave))
+    assert len(spans) == 2 and spans[0][0] == 0 and spans[0][1] == pytest.approx(bursts[1][1] + after, abs=480)
+    assert spans[1] == (pytest.approx(bursts[2][0] - before, abs=480), len(wave))
 
 
 def test_segments_a_click_is_never_a_segment_of_its_own():
@@ -222,7 +229,8 @@ def test_segments_never_exceed_the_window():
         ({"min_pause_seconds": 0}, "min_pause_seconds"),
         ({"merge_seconds": -1.0}, "merge_seconds"),
         ({"merge_seconds": float("nan")}, "merge_seconds"),
-        ({"keep_silence_seconds": -0.1}, "keep_silence_seconds"),
+        ({"keep_before_seconds": -0.1}, "keep_before_seconds"),
+        ({"keep_after_seconds": -0.1}, "keep_after_seconds"),
         ({"window_seconds": 0.01}, "window_seconds"),
     ],
 )

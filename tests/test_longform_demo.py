@@ -3,7 +3,7 @@
 A ~3-minute recording of the held-out test sentences (never in training) with pauses, transcribed
 whole (`speechlm.transcribe`'s long-form path, its default cut), against the same sentences one by
 one: WER within a margin of the measured ratio (below), every cut inside a pause, a cut in every pause
-between sentences, no more words inserted than one by one (+2) and no more dropped (+10%).
+between sentences, no more words inserted than one by one (+2) and no more dropped (+25%, +2).
 
 The model: `$SPEECHLM_DEMO_RUN` (a finished `python -m speechlm.demo` run folder) when set, else the
 run tests/test_demo.py's slow test keeps (`make test-all` runs it first), else the demo is trained
@@ -62,19 +62,16 @@ def test_three_minutes_of_held_out_sentences_transcribe_as_well_as_one_by_one(de
     whole = transcribe_waves(model, [wave])[0]
     long = wer.score([reference], [whole])
     # Measured with the default "segments" cut (docs/benchmarks.md, "Long-form"): on the shipped
-    # recipe's model, its clips opening and closing with 0-0.3 s of silence (2026-12-04), 28.8% whole
-    # vs 28.4% one by one (1.01x); on round 1's demo model 0.96x. Before the corpus had that silence
-    # the model said nothing for clips given 0.25 s of it (what the cut keeps): 1.19x, and 2 words short
-    # of failing. Windows of 20 s cut at their quietest point ("pause", the default before) gave 1.56x:
-    # the demo trains on single sentences and stops after the first sentence of a window holding several.
+    # recipe's model, its clips opening and closing with 0-0.3 s of silence (2026-12-04), 27.2% whole
+    # vs 28.4% one by one (0.96x); on round 1's demo model 0.96x. Windows of 20 s cut at their quietest
+    # point ("pause", the default before) gave 1.56x: the demo trains on single sentences and stops
+    # after the first sentence of a window holding several.
     assert long["wer"] <= 1.2 * one_by_one["wer"] + 1e-9, (long, one_by_one, whole)  # the issue's bound
     assert long["insertions"] <= one_by_one["insertions"] + 2  # nothing repeated at the seams
-    # dropped words: 34 whole against 19 one by one (2026-12-04). Not at the seams (the cuts below are
-    # in pauses, one sentence per segment): the model answers a whole sentence with nothing 4 times in
-    # 67 whole and 3 in 64 one by one, and which sentences it drops moves with the silence beside
-    # them (docs/benchmarks.md, "Silence before speech"); substitutions fall as much (41 against 48).
-    # The bound guards against worse
-    assert long["deletions"] <= 2 * one_by_one["deletions"] + 2
+    # nothing dropped: 20 words whole against 19 one by one. When the cut kept 0.25 s of silence before
+    # each segment (more than most of the model's training clips open with) it was 34 against 19, whole
+    # sentences answered with nothing (docs/benchmarks.md, "Silence kept before and after speech")
+    assert long["deletions"] <= 1.25 * one_by_one["deletions"] + 2
     # every cut falls in a pause (no word is split across windows), and every pause between two
     # sentences is cut (each sentence its own segment)
     spans = longform.windows(wave, longform.DEFAULT_STRATEGY, window_seconds(model))
