@@ -19,7 +19,8 @@ against the joined references, its ratio to the per-sentence WER, and its deleti
 insertions beside the per-sentence ones (words dropped or repeated at seams show up there).
 The recognizer is a speechlm model (-m) or Whisper tiny.en's own generate (an ASR that needs no
 training here; windows of at most 30 s). `"segments"` runs once per --merge x --thresholds x
---keep-before x --keep-after setting, at the default window (20 s, at most the recognizer's limit; --segments-window);
+--keep-before x --keep-after setting (seconds of silence kept before and after speech), at the default
+window (20 s, at most the recognizer's limit; --segments-window);
 `--singles-default` adds the one-by-one sentences transcribed through the default strategy (what
 `speechlm.eval` and `speechlm.transcribe` now do to short clips).
 
@@ -170,10 +171,14 @@ def main(argv=None):
     ap.add_argument("--min-pause", type=float, default=longform.MIN_PAUSE_SECONDS)
     ap.add_argument("--segments-window", type=float, default=None, help="segments' window (default: 20 s)")
     ap.add_argument(
-        "--keep-before", type=float, nargs="+", default=[longform.KEEP_BEFORE_SECONDS], help="seconds of silence kept"
+        "--keep-before",
+        type=float,
+        nargs="+",
+        default=[longform.KEEP_BEFORE_SECONDS],
+        help="silence kept before speech",
     )
     ap.add_argument(
-        "--keep-after", type=float, nargs="+", default=[longform.KEEP_AFTER_SECONDS], help="seconds of silence kept"
+        "--keep-after", type=float, nargs="+", default=[longform.KEEP_AFTER_SECONDS], help="silence kept after speech"
     )
     ap.add_argument("--strategies", nargs="+", default=None, help="default: all (speechlm.longform.STRATEGIES)")
     ap.add_argument("--singles-default", action="store_true", help="also: one by one through the default strategy")
