@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 
 # never wait on Hub retries in tests (a hub id fails only after ~28 s otherwise)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -29,6 +30,14 @@ def pytest_runtest_setup(item):
     # a world-size-1 child takes a free port of its own.
     if _SESSION_MASTER_PORT is None:
         os.environ.pop("MASTER_PORT", None)
+    # DeepSpeed ZeRO-3 replaces torch.nn.functional.linear for the rest of the process (pitfall 14):
+    # after an in-process ZeRO-3 test, every later test in the worker would compute its linear layers
+    # through DeepSpeed's function. Each test starts from the stock one, as it would run alone (a
+    # ZeRO-3 engine it builds installs DeepSpeed's again).
+    zero = sys.modules.get("deepspeed.runtime.zero.partition_parameters")
+    stock = getattr(getattr(zero, "InsertPostInitMethodToModuleSubClasses", None), "linear_bk", None)
+    if stock is not None:
+        sys.modules["torch"].nn.functional.linear = stock
 
 
 _SESSION_MASTER_PORT = os.environ.get("MASTER_PORT")

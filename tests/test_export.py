@@ -4,8 +4,6 @@ and both routes give speechlm.transcribe's transcripts; the merged-LoRA export k
 
 import copy
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from speechlm import text  # noqa: E402
 from speechlm.export import generate, write_export  # noqa: E402
 from speechlm.model import from_pretrained, save_pretrained  # noqa: E402
 from speechlm.model.build import build_model  # noqa: E402
+from speechlm.transcribe import transcribe_files  # noqa: E402
 
 LOAD_BOTH_WAYS = """
 import json, sys
@@ -35,20 +34,6 @@ one = [asr(p)["text"] for p in paths]
 many = [r["text"] for r in asr(paths)]
 print(json.dumps({"auto": auto, "pipeline": one, "pipeline_batch": many, "class": type(model).__name__}))
 """
-
-
-def speechlm_transcribe(model: Path, paths: list[str]) -> list[str]:
-    """`python -m speechlm.transcribe`'s texts, from a fresh process like the export's: a process that
-    has run DeepSpeed ZeRO-3 (an earlier test in the same worker) computes every linear layer through
-    DeepSpeed's own `F.linear` replacement from then on (pitfall 14), and a random
-    twin's near-tied logits flip on that rounding."""
-    script = "import json, sys\nfrom speechlm.transcribe import main\nprint(json.dumps(main(sys.argv[1:])))"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", script, "-m", str(model), *paths], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _trained_looking(encoder, decoder, bf16=True, lora_std=0.5):
@@ -102,7 +87,7 @@ def test_export_loads_without_speechlm_and_transcribes_like_speechlm(tmp_path, n
         p = tmp_path / f"clip{i}.wav"
         sf.write(p, (w + 0.0 * rng.standard_normal(len(w))).astype(np.float32), 16000)
         paths.append(str(p))
-    expected = speechlm_transcribe(tmp_path / "native", paths)
+    expected = transcribe_files(model, paths)
     assert all(expected) and len(set(expected)) == 3
     folder = write_export(model, tmp_path / "hf")
     assert {
