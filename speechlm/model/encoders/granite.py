@@ -72,9 +72,7 @@ class GraniteFeatures(LogMelFeatures):
             mel_scale="htk",
         )
         self._mel_fb = torch.from_numpy(fb).float()  # [n_freqs, n_mels]
-        # float32 whatever the default dtype: transformers builds an exported model under its weights'
-        # dtype (bf16), and a bf16 window moved the features by up to 0.17 from speechlm's
-        self._window = torch.hann_window(self.win_length, periodic=True, dtype=torch.float32)
+        self._window = self.hann_window(self.win_length)
 
     @property
     def feature_size(self) -> int:
