@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sys
 
 # never wait on Hub retries in tests (a hub id fails only after ~28 s otherwise)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -20,6 +19,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
+
+# torch's own, before any test can start DeepSpeed ZeRO-3 (which replaces it: see pytest_runtest_setup)
+_STOCK_LINEAR = torch.nn.functional.linear
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -33,11 +36,8 @@ def pytest_runtest_setup(item):
     # DeepSpeed ZeRO-3 replaces torch.nn.functional.linear for the rest of the process (pitfall 14):
     # after an in-process ZeRO-3 test, every later test in the worker would compute its linear layers
     # through DeepSpeed's function. Each test starts from the stock one, as it would run alone (a
-    # ZeRO-3 engine it builds installs DeepSpeed's again).
-    zero = sys.modules.get("deepspeed.runtime.zero.partition_parameters")
-    stock = getattr(getattr(zero, "InsertPostInitMethodToModuleSubClasses", None), "linear_bk", None)
-    if stock is not None:
-        sys.modules["torch"].nn.functional.linear = stock
+    # ZeRO-3 engine it builds installs DeepSpeed's again: DeepSpeed re-patches when it finds the stock one).
+    torch.nn.functional.linear = _STOCK_LINEAR
 
 
 _SESSION_MASTER_PORT = os.environ.get("MASTER_PORT")
