@@ -45,6 +45,7 @@ from speechlm.inference import (
     transcribe_waves,
 )
 from speechlm.model import from_pretrained
+from speechlm.model.io import is_model_folder
 from speechlm.shard import Source, sources
 
 
@@ -216,15 +217,16 @@ def load_model(model_dir: str):
 
 
 def resolve_model_dir(p: Path) -> Path:
-    """An export folder, a checkpoint `step-N/` (its `model/`), or a run dir (its latest checkpoint)."""
-    if (p / "speechlm.json").is_file():
+    """A model folder (a run's `final/` too), a checkpoint `step-N/` (its `model/`), or a run dir (its
+    latest checkpoint)."""
+    if is_model_folder(p):
         return p
-    if (p / "model" / "speechlm.json").is_file():
+    if is_model_folder(p / "model"):
         return p / "model"
     latest = p / "checkpoints" / "latest"
     if latest.is_file():
         return resolve_model_dir(p / "checkpoints" / latest.read_text().strip())
-    raise ConfigError(f"{p} is not a speechlm export (no speechlm.json, model/, or checkpoints/latest)")
+    raise ConfigError(f"{p} is not a speechlm model folder (no speechlm config.json, model/ or checkpoints/latest)")
 
 
 def print_table(results: list[dict]) -> None:

@@ -23,9 +23,10 @@ _SENTINEL = "SPEECHLM-END-OF-TURN-PROBE"
 _EOT_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def load_tokenizer(text_model_id: str, audio_token: str = "<audio>", trust_remote_code: bool = False):
-    """AutoTokenizer for `text_model_id` (hub id or local dir), with `audio_token` as a special token."""
-    tok = AutoTokenizer.from_pretrained(text_model_id, trust_remote_code=trust_remote_code)
+def load_tokenizer(text_model_id: str, audio_token: str = "<audio>", trust_remote_code: bool = False, config=None):
+    """AutoTokenizer for `text_model_id` (hub id or local dir), with `audio_token` as a special token.
+    `config`: the model's config when the caller has it (a speechlm folder's: AutoTokenizer need not read it)."""
+    tok = AutoTokenizer.from_pretrained(text_model_id, trust_remote_code=trust_remote_code, config=config)
     if tok.convert_tokens_to_ids(audio_token) in (None, tok.unk_token_id):
         tok.add_special_tokens({"extra_special_tokens": [audio_token]}, replace_extra_special_tokens=False)
         log.info("added %s to the tokenizer as id %d", audio_token, tok.convert_tokens_to_ids(audio_token))

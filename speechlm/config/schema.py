@@ -110,8 +110,7 @@ class TrainingConfig:
     save_total_limit: int | None = 3
     resume_from_checkpoint: str | None = None
     push_to_hub: bool = False
-    # every checkpoint's model/ also loads with transformers alone (AutoModel, pipeline; speechlm.export)
-    export_transformers: bool = True
+    final_model: bool = True  # at the end of a run, the self-contained model folder in <run>/final
     hub_model_id: str | None = None
     hub_private_repo: bool = True
     report_to: Literal["wandb", "none"] = "none"

@@ -1,4 +1,5 @@
-"""The model card (README.md) of an export: recipe, data, eval WER per dataset, usage."""
+"""The model card (README.md) of a model folder: what it is, its bases by Hub id, the recipe, the data,
+the run's own eval figures (also as the Hub's `model-index` metadata) and how to use it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ print(asr("meeting.flac")["text"])            # any length: cut at its pauses, s
 model = AutoModel.from_pretrained("{repo}", trust_remote_code=True)
 print(model.transcribe([wave_16k_mono_float32]))
 ```
-or with speechlm: `python -m speechlm.transcribe -m {repo} meeting.flac`.
+or with speechlm: `speechlm transcribe -m {repo} meeting.flac`.
 """
 
 
@@ -22,31 +23,74 @@ def _yaml_list(items) -> str:
     return "".join(f"\n  - {i}" for i in items)
 
 
+def base_name(ref: dict) -> str:
+    """A base as the card names it: its Hub id (an offline conversion's upstream id), else its name."""
+    return ref.get("hub_id") or ref["id"]
+
+
+def eval_rows(info: dict) -> list[dict]:
+    """{"dataset", "wer" (%), "clips"?} rows: speechlm.eval results given in `eval`, then the run's last
+    in-training eval (`training_eval`: WER per eval set, per part where the set has parts)."""
+    rows = [{"dataset": r["dataset"], "clips": r.get("clips"), "wer": 100 * r["wer"]} for r in info.get("eval") or []]
+    last = info.get("training_eval") or {}
+    sets = ", ".join(last.get("sets") or []) or "eval"
+    for key, value in sorted((last.get("scores") or {}).items()):
+        if key.startswith("eval/wer"):
+            part = key.removeprefix("eval/wer").strip("/")
+            rows.append({"dataset": f"{sets} ({part})" if part else sets, "clips": None, "wer": 100 * value})
+    return rows
+
+
+def _model_index(name: str, rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    out = ["model-index:", f"- name: {name}", "  results:"]
+    for r in rows:
+        out += [
+            "  - task:",
+            "      type: automatic-speech-recognition",
+            "      name: Automatic Speech Recognition",
+            "    dataset:",
+            f"      name: {r['dataset']}",
+            f"      type: {r['dataset'].split(' ')[0]}",
+            "    metrics:",
+            "    - type: wer",
+            f"      value: {r['wer']:.2f}",
+            "      name: WER",
+        ]
+    return out
+
+
 def render(model, info: dict, merged: bool = False) -> str:
-    """`info` may hold: repo, recipe (dict of the training settings worth stating), data (list of
-    {"name", "hours"|"clips"}), eval (list of speechlm.eval results), steps, license."""
+    """`info` may hold: name, repo, bases (the folder's base references), recipe (dict of settings worth
+    stating), data (list of {"name", ...}), eval (speechlm.eval results), training_eval (the run's last
+    eval: loss, scores), steps, license."""
     cfg = model.cfg
-    repo = info.get("repo", "PATH_OR_REPO")
+    bases = info.get("bases") or {"encoder": {"id": cfg.audio_model_id}, "decoder": {"id": cfg.text_model_id}}
+    encoder, decoder = base_name(bases["encoder"]), base_name(bases["decoder"])
+    name = info.get("name") or "speechlm model"
+    repo = info.get("repo") or "."
     window = min(20.0, model.family.max_seconds or 20.0)
+    rows = eval_rows(info)
+    adapter = (
+        "with LoRA merged into its weights"
+        if merged
+        else f"with a LoRA adapter (r{cfg.lora_rank}, alpha {cfg.lora_alpha})"
+    )
     lines = [
         "---",
         "library_name: transformers",
         "pipeline_tag: automatic-speech-recognition",
         f"license: {info.get('license', 'other')}",
         "tags:" + _yaml_list(["speechlm", "speech-llm", "asr"]),
-        "base_model:" + _yaml_list([cfg.audio_model_id, cfg.text_model_id]),
+        "base_model:" + _yaml_list([encoder, decoder]),
+        *_model_index(name, rows),
         "---",
         "",
-        f"# {info.get('name', Path(repo).name or 'speechlm model')}",
+        f"# {name}",
         "",
-        "A speech-LLM for transcription trained with [speechlm](https://github.com/): a frozen "
-        f"`{cfg.audio_model_id}` encoder ({model.family.name}) feeds a trained projector into "
-        f"`{cfg.text_model_id}`"
-        + (
-            " with LoRA merged into its weights."
-            if merged
-            else f" with a LoRA adapter (r{cfg.lora_rank}, alpha {cfg.lora_alpha})."
-        ),
+        f"A speech-LLM for transcription, trained with speechlm: a frozen `{encoder}` encoder ({model.family.name}) "
+        f"feeds a trained projector into `{decoder}` {adapter}.",
         "",
         "## Recipe",
         "",
@@ -65,15 +109,14 @@ def render(model, info: dict, merged: bool = False) -> str:
         "- not recorded"
     ]
     lines += ["", "## Evaluation", ""]
-    evals = info.get("eval") or []
-    if evals:
-        lines += ["| dataset | clips | WER % | orthographic WER % |", "|---|---|---|---|"]
-        lines += [
-            f"| {r['dataset']} | {r['clips']} | {100 * r['wer']:.2f} | {100 * r['orthographic_wer']:.2f} |"
-            for r in evals
-        ]
-    else:
-        lines += ["Not evaluated at export time: `python -m speechlm.eval -m THIS_FOLDER -d DATASET`."]
+    last = info.get("training_eval") or {}
+    if "loss" in last:
+        lines += [f"Eval loss at step {last['step']}: {last['loss']:.4f}.", ""]
+    if rows:
+        lines += ["| dataset | clips | WER % |", "|---|---|---|"]
+        lines += [f"| {r['dataset']} | {r['clips'] if r['clips'] is not None else ''} | {r['wer']:.2f} |" for r in rows]
+    if not rows and "loss" not in last:
+        lines += ["Not evaluated yet: `speechlm eval -m THIS_FOLDER -d DATASET`."]
     lines += ["", "## Use", "", USAGE.format(repo=repo, window=window)]
     if merged:
         lines += [

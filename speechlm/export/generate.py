@@ -21,28 +21,28 @@ import sys
 import textwrap
 from pathlib import Path
 
-ALLOWED_ROOTS = {"torch", "numpy", "transformers", "peft", "safetensors", "__future__"}
+ALLOWED_ROOTS = {"torch", "numpy", "transformers", "peft", "safetensors", "huggingface_hub", "__future__"}
 REMOTE_DIR = Path(__file__).parent / "remote"
 
-# (module, top-level names) whose source makes up speechlm_core.py, in dependency order
-CORE = [
+# (module, top-level names) whose source makes up speechlm_core.py, in dependency order; every registered
+# encoder family's module follows the shared base (its `EXPORT` names), then the SpeechLM module and the
+# folder reader (speechlm.model.folder), so a family registered with one line travels with the export
+CORE_BEFORE_FAMILIES = [
     ("speechlm.model.projector", ["pooled_length", "Projector"]),
     ("speechlm.model.encoders.base", ["conv_output_length", "LogMelFeatures", "EncoderFamily"]),
     ("speechlm.model.loss", ["TokenLoss"]),
-    (
-        "speechlm.model.encoders.granite",
-        ["compute_deltas", "num_feature_frames", "GraniteFeatures", "GraniteSpeech5Family"],
-    ),
-    ("speechlm.model.encoders.whisper", ["WhisperFeatures", "VarLenWhisperEncoder", "WhisperFamily"]),
+]
+CORE_AFTER_FAMILIES = [
     ("speechlm.model.speechlm", ["Output", "SpeechLM"]),
+    (
+        "speechlm.model.folder",
+        ["FORMAT", "CONFIG", "WEIGHTS", "ADAPTER", "DTYPES", "read_config", "base_in_folder", "assemble_folder_model"],
+    ),
 ]
 # methods an exported model never runs: training (the export passes its own TokenLoss: no loss kernels
-# travel) and the tiny-twin builders of the test suite
-DROP_METHODS = {
-    "SpeechLM": {"forward", "parameter_groups", "parameter_table", "dtypes"},
-    "GraniteSpeech5Family": {"build_tiny"},
-    "WhisperFamily": {"build_tiny"},
-}
+# travel) and each family's tiny-twin builder of the test suite
+DROP_METHODS = {"SpeechLM": {"forward", "parameter_groups", "parameter_table", "dtypes"}}
+DROP_FAMILY_METHODS = {"build_tiny"}
 VERBATIM = {
     "speechlm_text.py": "speechlm.text",
     "speechlm_longform.py": "speechlm.longform",
@@ -56,17 +56,9 @@ HEADER = '''\
 """
 from __future__ import annotations
 
-import contextlib
 import logging
-from dataclasses import asdict, dataclass, fields
 
-import numpy as np
-import torch
-from torch import nn
-from transformers import GraniteSpeech5Encoder, GraniteSpeech5EncoderConfig, StoppingCriteriaList, WhisperConfig
-from transformers.audio_utils import mel_filter_bank
-from transformers.modeling_outputs import BaseModelOutput
-from transformers.models.whisper.modeling_whisper import WhisperEncoder
+{imports}
 
 from . import speechlm_generation as generation
 from . import speechlm_text as text
@@ -78,10 +70,43 @@ SAMPLE_RATE = 16000
 
 
 '''
-FOOTER = """
 
-FAMILIES = {family.name: family for family in (GraniteSpeech5Family, WhisperFamily)}
-"""
+
+def core_modules() -> list[tuple[str, list[str]]]:
+    """CORE: the shared modules, each registered family's module with its `EXPORT` names, the model."""
+    from speechlm.model import encoders  # the family registry: which modules an export carries
+
+    families = []
+    for name, (module, _) in encoders.FAMILIES.items():
+        mod = importlib.import_module(module)
+        exported = getattr(mod, "EXPORT", None)
+        if not exported or mod.FAMILY.__name__ not in exported:
+            raise LookupError(
+                f"encoder family '{name}' ({module}) must list the top-level names an export carries, its "
+                f"FAMILY class among them, in EXPORT = (...)"
+            )
+        families.append((module, list(exported)))
+    return CORE_BEFORE_FAMILIES + families + CORE_AFTER_FAMILIES
+
+
+def family_classes() -> list[str]:
+    from speechlm.model import encoders  # the family registry
+
+    return [importlib.import_module(module).FAMILY.__name__ for module, _ in encoders.FAMILIES.values()]
+
+
+def _module_imports(module) -> list[str]:
+    """The module's top-level imports of allowed packages and the standard library, as written."""
+    source = inspect.getsource(module)
+    out = []
+    for node in ast.parse(source).body:
+        if not isinstance(node, (ast.Import, ast.ImportFrom)) or getattr(node, "level", 0):
+            continue
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        roots = {n.split(".")[0] for n in names}
+        if roots <= (ALLOWED_ROOTS | set(sys.stdlib_module_names)) - {"__future__"}:
+            out.append(ast.get_source_segment(source, node))
+    return out
 
 
 def _segment(module, name: str) -> str:
@@ -90,11 +115,12 @@ def _segment(module, name: str) -> str:
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     for node in tree.body:
-        if getattr(node, "name", None) != name:
+        targets = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+        if getattr(node, "name", None) != name and targets != [name]:
             continue
         start = (node.decorator_list[0].lineno if getattr(node, "decorator_list", None) else node.lineno) - 1
         keep = lines[start : node.end_lineno]
-        drop = DROP_METHODS.get(name, set())
+        drop = DROP_METHODS.get(name, set()) | (DROP_FAMILY_METHODS if name.endswith("Family") else set())
         if isinstance(node, ast.ClassDef) and drop:
             cut = set()
             for item in node.body:
@@ -103,7 +129,7 @@ def _segment(module, name: str) -> str:
                     cut.update(range(first - start, item.end_lineno - start))
             keep = [line for i, line in enumerate(keep) if i not in cut]
         return "".join(keep)
-    raise LookupError(f"{module.__name__} has no top-level {name}: update speechlm.export.generate.CORE")
+    raise LookupError(f"{module.__name__} has no top-level {name}: update speechlm.export.generate's CORE lists")
 
 
 def check_imports(source: str, filename: str) -> None:
@@ -129,13 +155,16 @@ def check_imports(source: str, filename: str) -> None:
 
 
 def core_source() -> str:
-    parts, sources = [], []
-    for mod_name, names in CORE:
+    parts, sources, imports = [], [], []
+    for mod_name, names in core_modules():
         module = importlib.import_module(mod_name)
         sources.append(f"{mod_name}: {', '.join(names)}")
+        imports += [i for i in _module_imports(module) if i not in imports]
         for n in names:
             parts.append(textwrap.dedent(_segment(module, n)).rstrip() + "\n")
-    body = HEADER.format(sources="\n".join(sources)) + "\n\n".join(parts) + FOOTER
+    footer = f"\n\nFAMILIES = {{family.name: family for family in ({', '.join(family_classes())},)}}\n"
+    header = HEADER.format(sources="\n".join(sources), imports="\n".join(imports))
+    body = header + "\n\n".join(parts) + footer
     check_imports(body, "speechlm_core.py")
     return body
 

@@ -62,8 +62,6 @@ def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict, family) 
     """Wire loaded parts into a SpeechLM: projector, dtypes, requires_grad, LoRA, the loss. `family`
     is the encoder's (speechlm.model.encoders), resolved once by the caller."""
     mcfg, tcfg = cfg.model, cfg.training
-    if tokenizer.convert_tokens_to_ids(mcfg.audio_token) >= decoder.get_input_embeddings().num_embeddings:
-        decoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     for p in list(encoder.parameters()) + list(decoder.parameters()):
         p.requires_grad_(False)
     if trainable["encoder"]:

@@ -1,7 +1,8 @@
 """A cheap projector warm start: CTC over the decoder's own vocabulary, no decoder forward.
 
 Each projected audio frame is scored against every row of the frozen decoder's input embeddings
-(cosine x COSINE_SCALE); the `<audio>` placeholder's row is the CTC blank. The CTC loss against
+(cosine x COSINE_SCALE); the projector's own `ctc_blank` vector, appended as the last row, is the
+CTC blank. The CTC loss against
 the transcript's token ids teaches the projector to put, at each moment, the embedding of the
 token being spoken, so that from its first LM step the decoder reads something close to text
 (LegoSLM, arXiv 2505.11352, feeds an LLM CTC posteriors over its vocabulary; CTC-assisted LLM ASR
@@ -42,7 +43,8 @@ def ctc_loss(model, input_features, feature_mask, labels, weight=None):
     emb = model._base_lm().get_input_embeddings()
     with _gathered(emb.weight):
         table = F.normalize(emb.weight.detach().float(), dim=-1)
-        logits = COSINE_SCALE * F.normalize(proj.float(), dim=-1) @ table.T  # [B, L, V]
+        blank = F.normalize(model.projector.ctc_blank.float(), dim=-1)
+        logits = COSINE_SCALE * F.normalize(proj.float(), dim=-1) @ torch.cat([table, blank[None]]).T  # [B, L, V+1]
     logp = logits.log_softmax(-1).transpose(0, 1)  # [L, B, V] as ctc_loss wants
     targets = transcript_targets(labels)
     target_lengths = torch.tensor([len(t) for t in targets], device=logp.device)
@@ -52,7 +54,7 @@ def ctc_loss(model, input_features, feature_mask, labels, weight=None):
         flat.to(logp.device),
         lengths.to(logp.device),
         target_lengths,
-        blank=model.audio_token_id,
+        blank=logits.shape[-1] - 1,
         reduction="none",
         zero_infinity=True,
     )

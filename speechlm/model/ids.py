@@ -23,3 +23,16 @@ def resolve(model_id: str) -> str:
             if model_id.startswith(prefix):
                 return str(importlib.import_module(module).ensure(model_id[len(prefix) :]))
     return model_id
+
+
+def is_speechlm_id(model_id: str) -> bool:
+    """A `tiny/` or `offline/` id: speechlm builds its folder, the Hub does not know it."""
+    return isinstance(model_id, str) and model_id.startswith(tuple(BUILDERS))
+
+
+def upstream(model_id: str) -> str | None:
+    """The Hub id whose weights an `offline/` id converts (its builder's HUB_IDS), for model cards."""
+    for prefix, module in BUILDERS.items():
+        if model_id.startswith(prefix):
+            return getattr(importlib.import_module(module), "HUB_IDS", {}).get(model_id[len(prefix) :])
+    return None

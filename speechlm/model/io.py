@@ -1,32 +1,31 @@
-"""Export and reload a SpeechLM as plain Hugging Face / safetensors files (no pickle).
+"""speechlm's writer and reader of the model folder (the format: speechlm.model.folder).
 
-Layout of an export dir:
-  speechlm.json              model config, trained parts, calibration, encoder family + its feature settings
-  projector.safetensors      projector weights
-  adapter/                   peft LoRA adapter (loads with PeftModel.from_pretrained on the base decoder)
-  embed_tokens.safetensors   input embeddings, when they were trained but the rest of the decoder wasn't
-  decoder/, encoder/         full HF model dirs, only when those were trained
-  tokenizer/                 the tokenizer with the audio token
+    save_pretrained(model, dir)                       # a checkpoint's folder: what the run trained, bases by reference
+    save_pretrained(model, dir, self_contained=True)  # the final folder: the bases' weights too (encoder/, decoder/)
+    from_pretrained(dir)                              # either; bases by id (Hub, tiny/, offline/), hashes checked
+
 Under ZeRO-3 every rank must call save_pretrained (parameters are gathered collectively); rank 0 writes.
+The trained weights written are the optimizer's fp32 masters, not the bf16 copies the forward uses.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 from pathlib import Path
 
 import torch
-from peft import PeftModel, get_peft_model_state_dict
-from safetensors.torch import load_file, save_file
+from peft import get_peft_model_state_dict
+from safetensors.torch import save_file
+from transformers import PretrainedConfig
 
 from speechlm import text
-from speechlm.config import Config, ModelConfig, TrainingConfig, build
-from speechlm.model import encoders, parts
-from speechlm.model.build import assemble
-
-FORMAT = 1
+from speechlm.config import ConfigError, ModelConfig, build
+from speechlm.export.files import AUTO_MAP, CUSTOM_PIPELINES, finish_folder
+from speechlm.model import encoders, folder, ids, parts
+from speechlm.model.hfconfig import text_config
 
 
 def _rank() -> int:
@@ -74,98 +73,235 @@ def _state(module, keep=lambda name: True) -> dict:
     return {k: masters.get(k, v) for k, v in state.items()}
 
 
-def save_pretrained(model, path) -> None:
-    path = Path(path)
+# --------------------------------------------------------------------------- base references
+
+_HASHES: dict[tuple, str] = {}
+
+
+def _sha256(path: str) -> str:
+    """folder.weights_sha256, once per process for unchanged files (a checkpoint save must not re-read GBs)."""
+    stamp = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(Path(path).iterdir()))
+    key = (str(Path(path).resolve()), stamp)
+    if key not in _HASHES:
+        _HASHES[key] = folder.weights_sha256(path)
+    return _HASHES[key]
+
+
+def base_ref(model_id: str, config) -> dict:
+    """Where a base's weights come from, as a folder records it: never a path of this machine.
+
+    - a Hub id: the id and the revision it loaded (`config._commit_hash`);
+    - a speechlm id (`tiny/...`, `offline/...`): the id and the sha256 of the weights it resolves to;
+    - a local folder: its name and the sha256 of its weights (a reader must be told where it is)."""
+    if ids.is_speechlm_id(model_id):
+        return {
+            "source": "speechlm",
+            "id": model_id,
+            "sha256": _sha256(ids.resolve(model_id)),
+            "hub_id": ids.upstream(model_id),
+        }
+    if Path(model_id).is_dir():
+        return {"source": "local", "id": Path(model_id).resolve().name, "sha256": _sha256(model_id)}
+    return {"source": "hub", "id": model_id, "revision": getattr(config, "_commit_hash", None)}
+
+
+def resolve_base(ref: dict, part: str, where, given: str | None = None) -> str:
+    """What `from_pretrained` loads for a recorded base: the folder's own sub-folder, a path the
+    caller gives (`bases={part: path}`), a speechlm id's cache folder, or the Hub id. A hash that
+    does not match is a ConfigError: those are not the weights the folder was trained on."""
+    inside = folder.base_in_folder(where, ref)
+    if inside is not None:
+        return inside
+    path = given
+    if path is None and ref["source"] == "speechlm":
+        path = ids.resolve(ref["id"])
+    if path is None and ref["source"] == "local":
+        raise ConfigError(
+            f"{where}: its {part} is the local model '{ref['id']}' (sha256 {ref['sha256'][:12]}...), which this "
+            f"machine may not have: pass its folder (from_pretrained(..., bases={{'{part}': PATH}}), "
+            f"--{part}-base PATH), or load the self-contained folder that `speechlm export` writes"
+        )
+    if path is None:
+        return ref["id"]
+    if ref.get("sha256") and _sha256(path) != ref["sha256"]:
+        raise ConfigError(
+            f"{where}: the {part} weights at '{ref['id']}' are not the ones this model was trained on "
+            f"(sha256 {_sha256(path)[:12]}... against {ref['sha256'][:12]}... recorded)"
+        )
+    return str(path)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _lora(model, merge: bool) -> dict | None:
+    if not model.trainable.get("lora") or merge:
+        return None
+    lora = model.decoder.peft_config["default"].to_dict()
+    lora.pop("base_model_name_or_path", None)
+    lora["inference_mode"] = True
+    return json.loads(
+        json.dumps(lora, default=lambda o: getattr(o, "value", sorted(o) if isinstance(o, set) else str(o)))
+    )
+
+
+def _adapter_state(model) -> dict:
+    masters = _masters(model.decoder)
+    with _gathered([p for n, p in model.decoder.named_parameters() if "lora_" in n]):
+        # peft names the adapter's tensors like the module's state dict, minus the adapter name
+        state = {k: masters.get(k, v) for k, v in model.decoder.state_dict().items() if "lora_" in k}
+        return {
+            k: v.detach().cpu().clone()
+            for k, v in get_peft_model_state_dict(model.decoder, state_dict=state, save_embedding_layers=False).items()
+        }
+
+
+def _decoder_state(model, merge: bool) -> tuple:
+    """(the base decoder module to save, its full state dict under its own names)."""
+    if merge and model.trainable.get("lora"):
+        if any(hasattr(p, "ds_id") for p in model.decoder.parameters()):
+            raise ValueError("merge_lora: merge a loaded model (speechlm export), not one inside a ZeRO-3 engine")
+        merged = copy.deepcopy(model.decoder).merge_and_unload()
+        return merged, {k: v.detach().cpu().contiguous() for k, v in merged.state_dict().items()}
+    base = model._base_lm()
+    state = _state(base, keep=lambda k: "lora_" not in k)
+    return base, {k.replace(".base_layer.", "."): v for k, v in state.items()}
+
+
+def _scrub_config_file(path: Path, name: str) -> None:
+    d = json.loads(path.read_text())
+    if "_name_or_path" in d:
+        d["_name_or_path"] = name
+        path.write_text(json.dumps(d, indent=2, sort_keys=True) + "\n")
+
+
+def _config_dict(config, name: str) -> dict:
+    d = config.to_dict()
+    d["_name_or_path"] = name  # the base's id, not the cache folder it was read from
+    d.pop("_commit_hash", None)
+    return d
+
+
+def save_pretrained(model, path, *, self_contained: bool = False, merge_lora: bool = False, card: dict | None = None):
+    """Write `model` as a model folder (speechlm.model.folder). A checkpoint's folder holds what the run
+    trained and refers to its frozen bases; `self_contained` adds the bases' weights (encoder/, decoder/),
+    and `merge_lora` (implies self-contained) merges the adapter into decoder/."""
+    self_contained = self_contained or merge_lora
     t = model.trainable
     proj = _state(model.projector)
-    base = model._base_lm()
-    adapter = embed = decoder = encoder = None
-    if t["lora"]:
-        masters = _masters(model.decoder)
-        with _gathered([p for n, p in model.decoder.named_parameters() if "lora_" in n]):
-            # peft names the adapter's tensors like the module's state dict, minus the adapter name
-            state = {k: masters.get(k, v) for k, v in model.decoder.state_dict().items()}
-            adapter = {
-                k: v.detach().cpu().clone()
-                for k, v in get_peft_model_state_dict(model.decoder, state_dict=state).items()
-            }
-    if t["decoder"]:
-        # the full decoder, in HF form; under peft there is none (refused at build)
-        decoder = _state(base)
-    elif t["embed_tokens"]:
-        w = base.get_input_embeddings().weight
+    adapter = _adapter_state(model) if t["lora"] and not merge_lora else None
+    enc_state = _state(model.encoder) if (t["encoder"] or self_contained) else None
+    dec_module, dec_state = _decoder_state(model, merge_lora) if (t["decoder"] or self_contained) else (None, None)
+    embed = None
+    if t["embed_tokens"] and dec_state is None:
+        w = model._base_lm().get_input_embeddings().weight
         with _gathered([w]):
-            embed = {"weight": w.detach().cpu().clone()}
-    if t["encoder"]:
-        encoder = _state(model.encoder)
+            embed = w.detach().cpu().clone()
     if _rank() != 0:
         return
-    path.mkdir(parents=True, exist_ok=True)
-    save_file(proj, path / "projector.safetensors")
-    if adapter is not None:
-        model.decoder.save_pretrained(path / "adapter", state_dict=adapter, safe_serialization=True)
-    if embed is not None:
-        save_file(embed, path / "embed_tokens.safetensors")
-    if decoder is not None:
-        base.save_pretrained(path / "decoder", state_dict=decoder, safe_serialization=True)
-    if encoder is not None:
-        model.encoder.save_pretrained(path / "encoder", state_dict=encoder, safe_serialization=True)
-    model.tokenizer.save_pretrained(path / "tokenizer")
-    meta = {
-        "format": FORMAT,
-        "model": dataclasses.asdict(model.cfg),
-        "trainable": t,
-        "bf16": model.bf16,
-        "calibration": model.calibration,
-        "encoder_family": model.family.name,
-        "features": model.features.to_dict(),
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    base = model._base_lm()
+    refs = copy.deepcopy(getattr(model, "bases", None)) or {
+        "encoder": base_ref(model.cfg.audio_model_id, model.family.config),
+        "decoder": base_ref(model.cfg.text_model_id, base.config),
     }
-    (path / "speechlm.json").write_text(json.dumps(meta, indent=2) + "\n")
+    weights = {"projector." + k: v for k, v in proj.items()}
+    if embed is not None:
+        weights["embed_tokens.weight"] = embed
+    save_file(weights, out / folder.WEIGHTS, metadata={"format": "pt"})
+    if adapter is not None:
+        model.decoder.save_pretrained(out / folder.ADAPTER, state_dict=adapter, save_embedding_layers=False)
+        _scrub_adapter_config(out / folder.ADAPTER / "adapter_config.json", refs["decoder"])
+    if enc_state is not None:
+        model.encoder.save_pretrained(out / "encoder", state_dict=enc_state)
+        _scrub_config_file(out / "encoder" / "config.json", refs["encoder"]["id"])
+        refs["encoder"]["folder"] = "encoder"
+    if dec_state is not None:
+        dec_module.save_pretrained(out / "decoder", state_dict=dec_state)
+        _scrub_config_file(out / "decoder" / "config.json", refs["decoder"]["id"])
+        model.tokenizer.save_pretrained(out / "decoder")  # a plain causal LM folder, usable on its own
+        refs["decoder"]["folder"] = "decoder"
+    model.tokenizer.save_pretrained(out)
+    _write_config(model, out, refs, merge_lora)
+    finish_folder(model, out, {**(card or {}), "bases": refs}, merged=merge_lora)
+    return out
 
 
-def from_pretrained(path, device=None, trust_remote_code: bool = False):
+def _scrub_adapter_config(path: Path, ref: dict) -> None:
+    """peft's base_model_name_or_path: the Hub id where there is one, so that plain peft finds the base."""
+    d = json.loads(path.read_text())
+    d["base_model_name_or_path"] = ref.get("hub_id") or ref["id"]
+    if ref.get("revision"):
+        d["revision"] = ref["revision"]
+    path.write_text(json.dumps(d, indent=2, sort_keys=True) + "\n")
+
+
+def _write_config(model, out: Path, refs: dict, merged: bool) -> None:
+    base = model._base_lm()
+    settings = dataclasses.asdict(model.cfg)
+    settings["audio_model_id"], settings["text_model_id"] = refs["encoder"]["id"], refs["decoder"]["id"]
+    settings.pop("trust_remote_code", None)  # the reader decides, never the (possibly downloaded) folder
+    trainable = dict(model.trainable, lora=bool(model.trainable.get("lora")) and not merged)
+    config = {
+        "model_type": "speechlm",
+        "format": folder.FORMAT,
+        "architectures": ["SpeechLMForASR"],
+        "auto_map": AUTO_MAP,
+        "custom_pipelines": CUSTOM_PIPELINES,
+        "dtype": str(base.get_input_embeddings().weight.dtype).removeprefix("torch."),
+        "encoder_family": model.family.name,
+        "encoder": _config_dict(model.family.config, refs["encoder"]["id"]),
+        "decoder": _config_dict(text_config(base.config), refs["decoder"]["id"]),
+        "bases": refs,
+        "lora": _lora(model, merged),
+        "speechlm": settings,
+        "features": model.features.to_dict(),
+        "projector_dtype": str(next(model.projector.parameters()).dtype).removeprefix("torch."),
+        "bf16": model.bf16,
+        "trainable": trainable,
+        "calibration": model.calibration,
+        "transformers_version": __import__("transformers").__version__,
+    }
+    (out / folder.CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def from_pretrained(path, device=None, trust_remote_code: bool = False, bases: dict | None = None):
+    """The SpeechLM in a model folder (a checkpoint's or a self-contained one), every part checked.
+    `bases`: {"encoder"|"decoder": local folder} for bases recorded as local models."""
     path = Path(path)
-    meta_file = path / "speechlm.json"
-    if not meta_file.is_file():
-        raise FileNotFoundError(f"{path} is not a speechlm export (no speechlm.json)")
-    meta = json.loads(meta_file.read_text())
-    # exports from before encoder families recorded the Granite conv stack, now the family's own
-    meta["model"].pop("encoder_conv_layers", None)
-    mcfg = build(ModelConfig, meta["model"], prefix="model")
-    # the caller decides, never the (possibly downloaded) export itself
-    mcfg.trust_remote_code = bool(trust_remote_code)
-    t = meta["trainable"]
+    try:
+        cfg = folder.read_config(path)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    bases = bases or {}
+    mcfg = build(ModelConfig, cfg["speechlm"], prefix="model")
+    mcfg.trust_remote_code = bool(trust_remote_code)  # the caller decides, never the folder itself
     dtype = parts.DTYPES[mcfg.model_dtype]
-    attn = parts.attn_implementation("auto")
-    enc_src = str(path / "encoder") if (path / "encoder").is_dir() else mcfg.audio_model_id
-    dec_src = str(path / "decoder") if (path / "decoder").is_dir() else mcfg.text_model_id
-    family = encoders.family_for(enc_src, mcfg.trust_remote_code, features_settings=meta.get("features"))
-    saved = meta.get("encoder_family", "granite_speech5")  # exports before families were all Granite
-    if family.name != saved:
-        raise ValueError(f"{path}: exported with a {saved} encoder, but {enc_src} is a {family.name} encoder")
+    enc_src = resolve_base(cfg["bases"]["encoder"], "encoder", path, bases.get("encoder"))
+    dec_src = resolve_base(cfg["bases"]["decoder"], "decoder", path, bases.get("decoder"))
+    family = encoders.family_for(enc_src, mcfg.trust_remote_code, features_settings=cfg["features"])
+    if family.name != cfg["encoder_family"]:
+        raise ConfigError(
+            f"{path}: trained with a {cfg['encoder_family']} encoder, but {enc_src} is a {family.name} encoder"
+        )
     encoder = parts.load_encoder(family, enc_src, dtype)
-    decoder = parts.load_decoder(dec_src, dtype, attn, mcfg.trust_remote_code)
-    tokenizer = text.load_tokenizer(str(path / "tokenizer"), mcfg.audio_token)
-    # rebuild the same structure, then load the trained weights into it
-    tcfg = TrainingConfig(
-        freeze_audio_encoder=not t["encoder"],
-        freeze_projector=not t["projector"],
-        freeze_language_model=not t["decoder"],
-        freeze_text_embed_tokens=not t["embed_tokens"],
-        use_lora=False,
-        bf16=meta.get("bf16", True),
-    )
-    # parts are frozen for inference; LoRA comes from the saved adapter, not a fresh one
-    frozen = {k: False for k in t}
-    model = assemble(Config(model=mcfg, training=tcfg), encoder, decoder, tokenizer, frozen, family)
-    if t["lora"]:
-        model.decoder = PeftModel.from_pretrained(model.decoder, str(path / "adapter"), is_trainable=False)
-    if (path / "embed_tokens.safetensors").is_file():
-        w = load_file(path / "embed_tokens.safetensors")["weight"]
-        model._base_lm().get_input_embeddings().weight.data.copy_(w)
-    model.projector.load_state_dict(load_file(path / "projector.safetensors"))
-    model.trainable = dict(t)  # what this model holds beyond its bases (so it re-exports the same); all frozen
-    model.calibration = meta.get("calibration")
+    decoder = parts.load_decoder(dec_src, dtype, parts.attn_implementation("auto"), mcfg.trust_remote_code)
+    tokenizer = text.load_tokenizer(str(path), mcfg.audio_token, config=PretrainedConfig.from_dict(cfg))
+    model = folder.assemble_folder_model(path, cfg, mcfg, encoder, decoder, tokenizer, family, None)
+    # what a re-save records: the same bases (a base this folder carried is its origin again)
+    model.bases = {k: {f: v for f, v in ref.items() if f != "folder"} for k, ref in cfg["bases"].items()}
     if device is not None:
         model.to(device)
-    return model.eval()
+    return model
+
+
+def is_model_folder(path) -> bool:
+    p = Path(path) / folder.CONFIG
+    return p.is_file() and '"model_type": "speechlm"' in p.read_text()
+
+
+__all__ = ["base_ref", "from_pretrained", "is_model_folder", "resolve_base", "save_pretrained"]

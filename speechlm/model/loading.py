@@ -245,7 +245,8 @@ def load_pretrained(cls, path: str, part: str, **kwargs):
 
 def check_tokenizer(tok, decoder, model_id: str, audio_token: str = "<audio>") -> None:
     """The tokenizer must belong to the decoder: every id it can produce has an embedding row
-    (the audio token aside: `assemble` adds its row), and it has the ChatML end of turn."""
+    (the audio token aside: it has none, SpeechLM.embed puts the projected audio in its places), and it
+    has the ChatML end of turn."""
     rows = decoder.get_input_embeddings().num_embeddings
     audio = tok.convert_tokens_to_ids(audio_token)
     beyond = [i for i in range(rows, len(tok)) if i != audio]

@@ -1,4 +1,10 @@
-"""Audio projector: stack k encoder frames, norm, Linear -> GELU -> Linear into the decoder's width."""
+"""Audio projector: stack k encoder frames, norm, Linear -> GELU -> Linear into the decoder's width.
+
+It also holds the CTC head's blank (`ctc_blank`, one vector of the decoder's width): the CTC head
+scores each projected frame against the decoder's frozen input embeddings (speechlm.model.ctc), and
+the blank needs a row of its own that the decoder's vocabulary does not have. Keeping it here, rather
+than as an extra embedding row for `<audio>`, leaves the decoder's vocabulary as its base model has
+it, so a LoRA adapter loads onto the unmodified base with peft alone."""
 
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ class Projector(nn.Module):
         self.linear1 = nn.Linear(encoder_dim * pool_stride, hidden_dim)
         self.act = nn.GELU()
         self.linear2 = nn.Linear(hidden_dim, decoder_dim)
+        self.ctc_blank = nn.Parameter(torch.randn(decoder_dim) * 0.02)  # scale-free: the head compares cosines
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """[B, L, D] -> [B, (L - k) // k + 1, decoder_dim]; a trailing partial group is dropped."""

@@ -102,9 +102,11 @@ class SpeechLM(nn.Module):
 
     def embed(self, input_ids, input_features, feature_mask) -> torch.Tensor:
         """Text embeddings with the audio placeholders replaced by projected audio."""
-        embeds = self._base_lm().get_input_embeddings()(input_ids)
-        proj, lengths = self.encode_audio(input_features, feature_mask)
         is_audio = input_ids == self.audio_token_id
+        # `<audio>` has no embedding row of its own (the decoder's vocabulary stays its base model's):
+        # its places are looked up as id 0 and then overwritten with the projected audio
+        embeds = self._base_lm().get_input_embeddings()(input_ids.masked_fill(is_audio, 0))
+        proj, lengths = self.encode_audio(input_features, feature_mask)
         placeholders = is_audio.sum(-1)
         if not torch.equal(placeholders.cpu(), lengths.cpu()):
             raise ValueError(

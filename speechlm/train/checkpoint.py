@@ -1,6 +1,7 @@
 """Checkpoints that a crash cannot corrupt, and resume.
 
-A save builds `checkpoints/.tmp-step-N/` (DeepSpeed state in `ds/`, the exported model in `model/`,
+A save builds `checkpoints/.tmp-step-N/` (DeepSpeed state in `ds/`: the trained parameters and their
+optimizer state only; the model folder of what the run trained in `model/`, speechlm.model.folder;
 `trainer_state.json`), fsyncs it, renames it to `step-N/`, and only then moves the `latest` pointer
 (written to a temp file, fsynced, renamed). A crash or an OSError (disk full) at any point leaves
 `latest` on the previous complete checkpoint; a failed save is reported and training goes on.
@@ -120,6 +121,19 @@ class _WriteGuard:
         return getattr(self.inner, name)
 
 
+def _trained_only(engine):
+    """engine.module_state_dict with the trained parameters alone. DeepSpeed's exclude_frozen_parameters
+    walks named_parameters(), which names a tied weight once, so a frozen tied LM head (and every frozen
+    buffer) stayed in the file: 113 MB of the demo's 142 MB. A resume rebuilds all of those from the bases."""
+    module_state_dict = engine.module_state_dict
+    trained = {n for n, p in engine.module.named_parameters(remove_duplicate=False) if p.requires_grad}
+
+    def state(*args, **kwargs):
+        return {k: v for k, v in module_state_dict(*args, **kwargs).items() if k in trained}
+
+    return state
+
+
 def _save_deepspeed(engine, path: Path, step: int) -> None:
     """engine.save_checkpoint with failures that leave every rank in step (see _WriteGuard)."""
     guard = _WriteGuard(engine.checkpoint_engine)
@@ -132,6 +146,7 @@ def _save_deepspeed(engine, path: Path, step: int) -> None:
             guard.error = guard.error or e
 
     engine.checkpoint_engine, engine._copy_recovery_script = guard, copy_guarded
+    engine.module_state_dict = _trained_only(engine)
     try:
         engine.save_checkpoint(
             str(path), tag=DS_TAG, client_state={"step": step}, save_latest=False, exclude_frozen_parameters=True
@@ -139,6 +154,7 @@ def _save_deepspeed(engine, path: Path, step: int) -> None:
     finally:
         engine.checkpoint_engine = guard.inner
         del engine._copy_recovery_script  # the class's method again
+        del engine.module_state_dict
     if guard.error is not None:
         raise guard.error
     # DeepSpeed's own tools (the zero_to_fp32.py it copies here: `python zero_to_fp32.py . OUT`)
@@ -146,16 +162,6 @@ def _save_deepspeed(engine, path: Path, step: int) -> None:
     # guard, so it is written here, where an OSError is this rank's failed save like any other.
     if _world()[0] == 0:
         atomic_write_text(path / "latest", DS_TAG)
-
-
-def _write_transformers_export(folder: Path, card: dict) -> None:
-    """The transformers-native export beside speechlm's files, in the same folder (pushed as it is).
-    Built from the files just written (a reload on rank 0), so it holds exactly what they hold, also
-    under ZeRO-3 where no rank has the whole model in memory."""
-    from speechlm.export import write_export  # the export's code generator: only when exporting
-    from speechlm.model.io import from_pretrained  # the model stack: only when exporting
-
-    write_export(from_pretrained(folder), folder, card=card)
 
 
 # --------------------------------------------------------------------------- manager
@@ -166,22 +172,14 @@ def _self_export(model, path: str) -> None:
 
 
 class CheckpointManager:
-    """`export(model, dir)` writes the Hugging Face export every checkpoint holds (pitfall 9): the
-    trainer hands it speechlm.model.io.save_pretrained; by default a model saves itself. With
-    `export_card` (a dict) rank 0 then adds the transformers-native export to the same folder."""
+    """`export(model, dir)` writes the model folder every checkpoint holds, loadable by speechlm and
+    transformers alike (pitfall 9): the trainer hands it speechlm.model.io.save_pretrained; by default a
+    model saves itself."""
 
-    def __init__(
-        self,
-        run_dir: str | Path,
-        save_total_limit: int | None = None,
-        export=_self_export,
-        export_card: dict | None = None,
-    ):
+    def __init__(self, run_dir: str | Path, save_total_limit: int | None = None, export=_self_export):
         self.dir = Path(run_dir) / "checkpoints"
         self.limit = save_total_limit
         self.export = export
-        # None: speechlm's own files only; a dict: also the transformers export, with this model card info
-        self.export_card = export_card
         self.rank, self.world = _world()
 
     # ------------------------------------------------------------------ where things are
@@ -239,11 +237,6 @@ class CheckpointManager:
             try:  # collective: under ZeRO-3 the model gathers its shards on every rank; rank 0 writes
                 self.export(model, str(tmp / "model"))
             except Exception as e:  # safetensors' writer errors are not OSErrors either
-                ok, err = False, repr(e)
-        if _all_ok(ok) and self.rank == 0 and self.export_card is not None:
-            try:
-                _write_transformers_export(tmp / "model", {**self.export_card, "steps": step})
-            except Exception as e:
                 ok, err = False, repr(e)
         if _all_ok(ok):
             ranks = [None] * self.world

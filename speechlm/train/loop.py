@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import time
 from datetime import datetime
@@ -58,19 +59,18 @@ class Trainer:
         setup_logging(self.rank)
         set_seed(t.seed)
         self.run_dir = self._run_dir()
-        card = {
-            "repo": t.hub_model_id or "PATH_OR_REPO",
+        self.card_info = {
+            "name": t.hub_model_id or self.run_dir.name,
+            "repo": t.hub_model_id or str(Path("outputs") / self.run_dir.name / "final"),
             "data": [{"name": Path(d.path).name, "split": d.split} for d in cfg.data.train],
             "recipe": {
                 "learning rate (projector / LoRA)": f"{t.learning_rate:g} / {t.decoder_learning_rate:g}",
                 "ZeRO stage": cfg.deepspeed.zero_stage,
             },
         }
+        self.last_eval: dict = {}
         self.ckpt = ckpt_mod.CheckpointManager(
-            self.run_dir,
-            t.save_total_limit,
-            export=save_pretrained,
-            export_card=card if t.export_transformers else None,
+            self.run_dir, t.save_total_limit, export=lambda model, path: save_pretrained(model, path, card=self.card())
         )
         resume = self.ckpt.resolve(t.resume_from_checkpoint)
         saved = self.ckpt.read_state(resume) if resume is not None else None
@@ -260,6 +260,8 @@ class Trainer:
             self.evaluate()
             if last_saved != self.step:
                 self.save()
+            if t.final_model:
+                self.save_final()
         self.finish()
         stop.restore()
         return code
@@ -339,6 +341,7 @@ class Trainer:
         self.engine.train()
         loss = float(tot[0] / tot[1]) if tot[1] > 0 else float("nan")
         self.metrics.log(self.step, {"eval/loss": loss})
+        self.last_eval = {"step": self.step, "loss": loss, "sets": [Path(d.path).name for d in self.cfg.data.eval]}
         self.metrics.line(f"eval step {self.step}: loss {loss:.4f} over {int(tot[1])} tokens")
         # WER per part of the built-in corpora (speechlm.listening); not while the CTC warm start
         # runs: the adapters have not seen a transcript yet, so generation runs to its budget
@@ -347,6 +350,7 @@ class Trainer:
 
             scores, line = transcribe_eval(self.model, self.cfg)
             self.metrics.log(self.step, scores)
+            self.last_eval["scores"] = scores
             self.metrics.line(f"eval step {self.step}: {line}")
         return loss
 
@@ -372,6 +376,26 @@ class Trainer:
         if self.hub is not None:
             self.hub.submit(path / "model", f"step {self.step}")
         return True
+
+    def card(self) -> dict:
+        """What the model card states: the recipe, the data, the steps and the last eval's figures."""
+        return {**self.card_info, "steps": self.step, "training_eval": self.last_eval}
+
+    def save_final(self) -> None:
+        """The self-contained model folder, `<run>/final` (collective: ZeRO-3 gathers the frozen bases too).
+        Written beside and renamed into place, so a crash never leaves half a final folder."""
+        final, tmp = self.run_dir / "final", self.run_dir / ".tmp-final"
+        if self.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        save_pretrained(self.model, tmp, self_contained=True, card=self.card())
+        if self.rank == 0:
+            shutil.rmtree(final, ignore_errors=True)
+            os.rename(tmp, final)
+            self.metrics.line(f"final model at step {self.step}: {final}")
+            if self.hub is not None:
+                self.hub.submit(final, f"final (step {self.step})")
+        if dist.is_initialized():
+            dist.barrier()
 
     def finish(self) -> None:
         skipped = {k: v for k, v in self.train_loader.stats.items() if k in SKIP_KEYS and v}

@@ -9,7 +9,9 @@ class SpeechLMConfig(PretrainedConfig):
     """Everything needed to rebuild the model without speechlm: the encoder family and its config
     (`encoder`), the decoder's config (`decoder`), the LoRA adapter's config (`lora`, None when merged
     or absent), the projector's shape, the speechlm model settings (`speechlm`: prompt, audio token,
-    pool stride, max_new_tokens, ...) and the family's feature settings (`features`)."""
+    pool stride, max_new_tokens, ...), the family's feature settings (`features`), where the encoder's
+    and decoder's weights come from (`bases`: a Hub id and revision, or a sub-folder of this folder),
+    which parts the run trained (`trainable`) and the projector's calibration."""
 
     model_type = "speechlm"
 
@@ -23,6 +25,10 @@ class SpeechLMConfig(PretrainedConfig):
         features: dict | None = None,
         projector_dtype: str = "float32",
         bf16: bool = True,
+        bases: dict | None = None,
+        trainable: dict | None = None,
+        calibration: dict | None = None,
+        format: int = 2,
         **kwargs,
     ):
         self.encoder_family = encoder_family
@@ -33,4 +39,8 @@ class SpeechLMConfig(PretrainedConfig):
         self.features = features or {}
         self.projector_dtype = projector_dtype
         self.bf16 = bf16
+        self.bases = bases or {}
+        self.trainable = trainable or {}
+        self.calibration = calibration
+        self.format = format
         super().__init__(**kwargs)

@@ -1,7 +1,9 @@
-"""transformers model of a speechlm export (AutoModel with trust_remote_code).
+"""transformers model of a speechlm model folder (AutoModel with trust_remote_code).
 
 `SpeechLMForASR.model` is speechlm's own `SpeechLM` module (speechlm_core.py is generated from
-speechlm's source), holding the encoder, the projector and the decoder with its LoRA adapter.
+speechlm's source), holding the encoder, the projector and the decoder with its LoRA adapter. It is
+built by the folder reader speechlm itself uses (speechlm_core.assemble_folder_model); only fetching the
+bases is this file's own: from this folder (encoder/, decoder/) or from the Hub by id and revision.
 
     model = AutoModel.from_pretrained(folder, trust_remote_code=True)
     model.transcribe([wave_16k_float32, ...])     # one text per clip (any length: cut into windows)
@@ -9,6 +11,7 @@ speechlm's source), holding the encoder, the projector and the decoder with its 
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -16,14 +19,31 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from .configuration_speechlm import SpeechLMConfig
-from .speechlm_core import FAMILIES, Projector, SpeechLM, TokenLoss
+from .speechlm_core import DTYPES, FAMILIES, TokenLoss, assemble_folder_model, base_in_folder, read_config
 from .speechlm_longform import DEFAULT_STRATEGY, MERGE_SECONDS, MIN_PAUSE_SECONDS, THRESHOLD_DB, transcribe_long
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+def _local_folder(name_or_path, revision=None, **hub) -> Path:
+    if Path(name_or_path).is_dir():
+        return Path(name_or_path)
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(str(name_or_path), revision=revision, **hub))
 
 
-def _config(d: dict):
-    return CONFIG_MAPPING[d["model_type"]].from_dict(d)
+def _base(folder: Path, config: dict, part: str) -> tuple[str, str | None]:
+    """(what from_pretrained loads, revision) for the folder's encoder or decoder base."""
+    ref = config["bases"][part]
+    inside = base_in_folder(folder, ref)
+    if inside is not None:
+        return inside, None
+    if ref.get("source") == "hub":
+        return ref["id"], ref.get("revision")
+    raise ValueError(
+        f"{folder}: its {part} base is '{ref['id']}', a {ref.get('source')} model the Hub does not have; load "
+        "this checkpoint with speechlm, or write the self-contained folder (`speechlm export CHECKPOINT OUT`), "
+        "which carries the bases' weights, and load that"
+    )
 
 
 class SpeechLMForASR(PreTrainedModel):
@@ -32,37 +52,42 @@ class SpeechLMForASR(PreTrainedModel):
     main_input_name = "input_features"
     _no_split_modules = []
 
-    def __init__(self, config: SpeechLMConfig, tokenizer=None):
+    def __init__(self, config: SpeechLMConfig, model=None):
         super().__init__(config)
-        with torch.device("cpu"):  # from_pretrained builds the modules on meta; the extractor's tables are data
-            family = FAMILIES[config.encoder_family](_config(config.encoder), config.features)
-        encoder = type(family.meta_encoder())(family.config)
-        decoder = AutoModelForCausalLM.from_config(_config(config.decoder))
-        if config.lora:
-            from peft import get_peft_config, get_peft_model
-
-            decoder = get_peft_model(decoder, get_peft_config(dict(config.lora)), autocast_adapter_dtype=True)
-        s = config.speechlm
-        projector = Projector(
-            family.hidden_size, decoder.config.hidden_size, s["projector_hidden_dim"], s["projector_pool_stride"]
-        )
-        if tokenizer is None:
-            tokenizer = AutoTokenizer.from_pretrained(config._name_or_path, config=config)
-        self.tokenizer = tokenizer
-        # inference only: the training loss (and its optional CUDA kernels) does not travel
-        self.model = SpeechLM(
-            SimpleNamespace(**s), encoder, projector, decoder, tokenizer, family, {}, bf16=config.bf16, loss=TokenLoss()
-        )
+        if model is None:
+            raise ValueError("SpeechLMForASR is built by from_pretrained(folder): the folder names its bases")
+        # before the loaded modules are attached: post_init would re-initialize what it finds (the adapter)
         self.post_init()
-        # dtypes as speechlm has them (docs/design.md): LoRA in fp32 beside a bf16 base, the projector in
-        # its own dtype, and nothing else kept apart (speechlm casts Granite's BatchNorm with its encoder)
-        keep = ["lora_A", "lora_B"] + (["projector"] if config.projector_dtype == "float32" else [])
-        self._keep_in_fp32_modules, self._keep_in_fp32_modules_strict = set(), set(keep)
-        # the decoder's own ties (tied input/output embeddings), which post_init leaves to nested models
-        self.all_tied_weights_keys = self.get_expanded_tied_weights_keys(all_submodels=True)
+        self.model = model
+        self.tokenizer = model.tokenizer
 
     def _init_weights(self, module):
-        pass  # every weight comes from the export; fresh modules keep their own init
+        pass  # every weight comes from the folder and its bases
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, config=None, revision=None, **kwargs):
+        hub = {k: kwargs[k] for k in ("token", "cache_dir", "local_files_only") if kwargs.get(k) is not None}
+        folder = _local_folder(pretrained_model_name_or_path, revision, **hub)
+        raw = read_config(folder)
+        if not isinstance(config, SpeechLMConfig):
+            config = SpeechLMConfig.from_pretrained(folder)
+        family_cls = FAMILIES[raw["encoder_family"]]
+        family = family_cls(family_cls.pretrained_class.config_class.from_dict(raw["encoder"]), raw["features"])
+        dtype = DTYPES[raw["dtype"]]
+        src, rev = _base(folder, raw, "encoder")
+        attn = {"attn_implementation": family.attn_implementation} if family.attn_implementation else {}
+        encoder = family.pretrained_class.from_pretrained(
+            src, config=family.config, dtype=dtype, revision=rev, **attn, **family.load_kwargs, **hub
+        )
+        encoder = family.after_load(encoder, dtype)
+        src, rev = _base(folder, raw, "decoder")
+        decoder_config = CONFIG_MAPPING[raw["decoder"]["model_type"]].from_dict(raw["decoder"])
+        decoder = AutoModelForCausalLM.from_pretrained(src, config=decoder_config, dtype=dtype, revision=rev, **hub)
+        tokenizer = AutoTokenizer.from_pretrained(folder, config=config)
+        settings = SimpleNamespace(**raw["speechlm"])
+        # inference only: the training loss (and its optional CUDA kernels) does not travel
+        model = assemble_folder_model(folder, raw, settings, encoder, decoder, tokenizer, family, TokenLoss())
+        return cls(config, model).eval()
 
     @property
     def family(self):
