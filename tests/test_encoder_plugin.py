@@ -1,19 +1,24 @@
 """A new encoder family is one file plus one registration line: this file is that file, for a toy
 encoder (one strided conv and two linear layers), and the test builds, trains, plans and exports a
-SpeechLM with it through the production code, as with the real families."""
+SpeechLM with it through the production code, as with the real families, then loads the export with
+transformers alone in a virtualenv where speechlm does not import."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pytest
+import soundfile as sf
 import torch
 from torch import nn
 from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 
+import nospeechlm
 from model_helpers import batch, tiny_config, waves
 from speechlm.model import build_model, encoders, from_pretrained, save_pretrained
+from speechlm.config import ConfigError
+from speechlm.export import write_export
 from speechlm.model.encoders.base import EncoderFamily, LogMelFeatures
 
 
@@ -80,6 +85,7 @@ class ToyFamily(EncoderFamily):
 
 
 FAMILY = ToyFamily
+EXPORT = ("ToyEncoderConfig", "ToyEncoder", "ToyFeatures", "ToyFamily")  # what a model folder's code carries
 AutoConfig.register("toy_encoder", ToyEncoderConfig)  # transformers' own: any custom config needs it
 
 
@@ -111,8 +117,29 @@ def test_a_toy_family_trains_plans_and_exports_like_the_real_ones(toy_checkpoint
     plan = make_plan(cfg)
     assert plan["params"]["encoder_params"] == sum(p.numel() for p in model.encoder.parameters())
     save_pretrained(model, tmp_path / "export")
-    again = from_pretrained(tmp_path / "export")
+    # a base from a local folder is recorded by name and content hash, never by this machine's path
+    with pytest.raises(ConfigError, match=r"its encoder is the local model 'toy' .*bases=\{'encoder': PATH\}"):
+        from_pretrained(tmp_path / "export")
+    again = from_pretrained(tmp_path / "export", bases={"encoder": toy_checkpoint})
     assert again.family.name == "toy" and again.features.to_dict() == model.features.to_dict()
     model.eval()
     with torch.no_grad():
         assert torch.allclose(model(**b).loss, again(**b).loss)
+    # the export carries the family's code (EXPORT) and loads where neither speechlm nor this file imports
+    folder = write_export(again, tmp_path / "final")
+    clip = tmp_path / "clip.wav"
+    sf.write(clip, waves((12000,))[0], 16000)
+    expected = again.transcribe([sf.read(clip, dtype="float32")[0]], max_new_tokens=4)
+    python = nospeechlm.make_env(tmp_path / "env")
+    got = nospeechlm.run(python, LOAD, str(folder), str(clip), cwd=tmp_path)
+    assert got == {"family": "toy", "text": expected}
+
+
+LOAD = """
+import json, sys
+import soundfile as sf
+from transformers import AutoModel
+model = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True)
+text = model.model.transcribe([sf.read(sys.argv[2], dtype="float32")[0]], max_new_tokens=4)
+print(json.dumps({"family": model.family.name, "text": text}))
+"""

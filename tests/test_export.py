@@ -154,7 +154,9 @@ def test_model_card_states_recipe_data_wer_and_usage(tmp_path):
     )
     card = (folder / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: transformers\npipeline_tag: automatic-speech-recognition")
-    assert "| synthetic | 80 | 17.10 | 20.00 |" in card and "synthetic: hours 2.6" in card
+    assert "| synthetic | 80 | 17.10 |" in card and "synthetic: hours 2.6" in card
+    assert "model-index:" in card and "value: 17.10" in card  # the Hub reads the figures from the metadata
+    assert "PATH_OR_REPO" not in card and "github.com/)" not in card
     assert 'pipeline("automatic-speech-recognition", model="me/my-asr", trust_remote_code=True)' in card
     assert "tiny/whisper" in card and "LoRA adapter (r4, alpha 8)" in card
 

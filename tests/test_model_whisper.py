@@ -48,7 +48,7 @@ def test_frozen_encoder_stays_put_and_export_reloads(tmp_path):
     train_steps(m, cfg.training, b, steps=3)
     assert all(torch.equal(v, m.encoder.state_dict()[k]) for k, v in enc_before.items())
     save_pretrained(m, tmp_path)
-    meta = json.loads((tmp_path / "speechlm.json").read_text())
+    meta = json.loads((tmp_path / "config.json").read_text())
     assert meta["encoder_family"] == "whisper" and meta["features"]["num_mel_bins"] == 80
     assert not (tmp_path / "encoder").exists()
     again = from_pretrained(tmp_path)

@@ -27,7 +27,9 @@ class Projector(nn.Module):
         self.linear1 = nn.Linear(encoder_dim * pool_stride, hidden_dim)
         self.act = nn.GELU()
         self.linear2 = nn.Linear(hidden_dim, decoder_dim)
-        self.ctc_blank = nn.Parameter(torch.randn(decoder_dim) * 0.02)  # scale-free: the head compares cosines
+        # fixed, as the resized embedding row it replaces was (scale-free: the head compares cosines); a buffer,
+        # so it is saved with the projector and DeepSpeed's bf16 mode leaves it fp32
+        self.register_buffer("ctc_blank", torch.randn(decoder_dim) * 0.02)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """[B, L, D] -> [B, (L - k) // k + 1, decoder_dim]; a trailing partial group is dropped."""

@@ -112,12 +112,8 @@ def _source_bytes(recipe: str | None) -> int | None:
 
 def disk(cfg: Config, shapes: Shapes, data: dict) -> dict:
     # a checkpoint: DeepSpeed state (fp32 master + m + v, 16-bit trainable) + speechlm's own model
-    # files (fp32 trainables), and with `training.export_transformers` the transformers export beside
-    # them: the whole model, frozen encoder and decoder included, in the model's dtype (fp32 projector)
+    # files (fp32 trainables); the frozen bases are referenced, not copied
     ckpt = shapes.trainable_params * (12 + 2 + 4)
-    if cfg.training.export_transformers:
-        frozen = (shapes.encoder_params + shapes.decoder_params) * DTYPE_BYTES.get(cfg.model.model_dtype, 2)
-        ckpt += frozen + shapes.trainable_params * 4
     keep = (cfg.training.save_total_limit or 10) + 1  # the new one is written before the oldest goes
     hub = shapes.download_bytes
     if hub is None:  # offline: the checkpoints as stored on the Hub, in their dtype

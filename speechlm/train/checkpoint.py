@@ -129,7 +129,10 @@ def _trained_only(engine):
     trained = {n for n, p in engine.module.named_parameters(remove_duplicate=False) if p.requires_grad}
 
     def state(*args, **kwargs):
-        return {k: v for k, v in module_state_dict(*args, **kwargs).items() if k in trained}
+        # the projector's buffers (its CTC blank) are made fresh, not loaded from a base: they stay
+        return {
+            k: v for k, v in module_state_dict(*args, **kwargs).items() if k in trained or k.startswith("projector.")
+        }
 
     return state
 
