@@ -113,6 +113,7 @@ class TrainingConfig:
     final_model: bool = True  # at the end of a run, the self-contained model folder in <run>/final
     hub_model_id: str | None = None
     hub_private_repo: bool = True
+    hub_retry_backoff_s: float = 5.0  # a failed upload is retried after this, then twice as long
     report_to: Literal["wandb", "none"] = "none"
     wandb_project: str = "speechlm"
     bf16: bool = True

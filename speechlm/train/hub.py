@@ -31,12 +31,15 @@ class HubUploader:
         self.backoff_s = backoff_s
         self.failures: list[str] = []
         self.uploaded: list[str] = []
+        self.submitted: list[tuple[str, list[str]]] = []  # (message, the files handed over): what a push sends
         self._q: queue.Queue = queue.Queue()
         self._repo_ready = False
         self._thread = threading.Thread(target=self._run, name="hub-upload", daemon=True)
         self._thread.start()
 
     def submit(self, folder: str | Path, message: str) -> None:
+        files = sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*") if p.is_file())
+        self.submitted.append((message, files))
         self._q.put((Path(folder), message))
 
     def close(self, timeout: float | None = 600) -> None:

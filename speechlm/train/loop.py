@@ -125,7 +125,7 @@ class Trainer:
                 raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
             from speechlm.train.hub import HubUploader  # huggingface_hub's upload machinery: only when pushing
 
-            self.hub = HubUploader(t.hub_model_id, private=t.hub_private_repo)
+            self.hub = HubUploader(t.hub_model_id, private=t.hub_private_repo, backoff_s=t.hub_retry_backoff_s)
         if self.rank == 0:
             config_mod.dump(cfg, self.run_dir / "config.yaml")
         self.metrics = Metrics(cfg, self.run_dir, self.rank, self.total_steps, self.step)
