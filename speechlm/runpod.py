@@ -73,7 +73,7 @@ def q(s) -> str:
 
 
 def cmd_plan(a) -> int:
-    from speechlm.plan import make_plan, recommend, report
+    from speechlm.plan import make_plan, recommend, report  # torch: the pod commands start without it
 
     plan = make_plan(load(Config, a.config, a.experiment, a.overrides), world=a.world_size)
     print(json.dumps(plan, indent=1) if a.json else report(plan))
@@ -87,7 +87,7 @@ def cmd_plan(a) -> int:
 
 
 def up_command(a) -> list[str]:
-    from speechlm.plan import make_plan, recommend
+    from speechlm.plan import make_plan, recommend  # torch: the pod commands start without it
 
     plan = make_plan(load(Config, a.config, a.experiment, a.overrides), world=a.gpu_count)
     rec = recommend(plan)
