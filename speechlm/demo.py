@@ -11,7 +11,8 @@
    and non-speech (the share transcribed as empty);
 5. write plots of the run.
 
-    python -m speechlm.demo [--out outputs] [--name demo] [key=value overrides for the trainer]
+    speechlm demo [--out outputs] [--name demo] [key=value overrides for the trainer]
+    (`python -m speechlm.demo` takes the same arguments)
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from pathlib import Path
 
 from speechlm import listening, pretrained, report, shard
 from speechlm.config import REPO_ROOT, ConfigError, cli_errors, load
+
+EXAMPLES = """examples:
+  speechlm demo                                     # what `make demo` runs (about 15 min on 2 CPU cores)
+  speechlm demo --out /scratch/outputs --name demo2 # a second run beside the first"""
 
 
 def _summary(shards: Path) -> str:
@@ -49,8 +54,13 @@ def _losses(run_dir: Path) -> tuple[list[float], list[float]]:
 
 
 @cli_errors
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(prog="python -m speechlm.demo", description=__doc__.split("\n")[0])
+def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
+    ap = argparse.ArgumentParser(
+        prog=prog,
+        description=__doc__.split("\n")[0],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--out", default="outputs", help="training.output_dir")
     ap.add_argument("--name", default="demo", help="training.run_name")
     ap.add_argument("--eval-split", default="test")

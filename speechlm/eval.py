@@ -1,7 +1,8 @@
 """Evaluate an exported checkpoint: corpus WER per dataset, worst examples, a JSONL of hypotheses.
 
-    python -m speechlm.eval -m MODEL_DIR -d DATASET [-d DATASET ...] [-n N] [--batch-size B] [--json]
-    python -m speechlm.eval -m MODEL_DIR -d DATASET --noise-snr-db 10 [--noise-dir DIR] [--reverb]
+    speechlm eval -m MODEL_DIR -d DATASET [-d DATASET ...] [-n N] [--batch-size B] [--json]
+    speechlm eval -m MODEL_DIR -d DATASET --noise-snr-db 10 [--noise-dir DIR] [--reverb]
+    (`python -m speechlm.eval` takes the same arguments)
 
 MODEL_DIR is an exported model (`checkpoints/step-N/model`), a checkpoint `step-N`, a run folder
 (its latest checkpoint), or a Hub id.
@@ -47,6 +48,12 @@ from speechlm.inference import (
 from speechlm.model import from_pretrained
 from speechlm.model.io import is_model_folder
 from speechlm.shard import Source, sources
+
+EXAMPLES = """examples:
+  speechlm eval -m outputs/RUN -d loquacious_small -n 200            # a run dir means its latest checkpoint
+  speechlm eval -m outputs/RUN/checkpoints/step-2000 -d shards/demo --split test --json
+  speechlm eval -m outputs/RUN -d s3://bucket/loquacious_small        # a shard set at a URL
+  speechlm eval -m outputs/RUN -d synthetic --noise-snr-db 10 --reverb"""
 
 
 class ShardClips:
@@ -243,8 +250,13 @@ def print_table(results: list[dict]) -> None:
 
 
 @cli_errors
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m speechlm.eval", description=__doc__.split("\n")[0])
+def main(argv=None, prog: str = "python -m speechlm.eval"):
+    ap = argparse.ArgumentParser(
+        prog=prog,
+        description=__doc__.split("\n")[0],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("-d", "--dataset", action="append", required=True)
     ap.add_argument("-n", type=int, default=None, help="clips per dataset (default: all)")

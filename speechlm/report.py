@@ -1,6 +1,7 @@
 """Plots of a training run from its metrics.jsonl.
 
-    python -m speechlm.report RUN_DIR      -> RUN_DIR/plots/{overview,loss,learning_rate,grad_norm,throughput}.png
+    speechlm report RUN_DIR      -> RUN_DIR/plots/{overview,loss,learning_rate,grad_norm,throughput}.png
+    (`python -m speechlm.report` takes the same argument)
 
 One glance should tell whether the loss fell in the first few hundred steps.
 """
@@ -18,6 +19,9 @@ matplotlib.use("Agg")  # headless: pods, CI, Slurm nodes
 import matplotlib.pyplot as plt  # noqa: E402
 
 from speechlm.config import ConfigError, cli_errors  # noqa: E402
+
+EXAMPLES = """example:
+  speechlm report outputs/demo                # writes outputs/demo/plots/overview.png and one PNG per panel"""
 
 PANELS = {
     "loss": ("Loss", lambda k: k in ("train/loss", "eval/loss"), False),
@@ -107,8 +111,13 @@ def write_plots(run_dir: str | Path) -> list[Path]:
 
 
 @cli_errors
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m speechlm.report", description=__doc__.split("\n")[0])
+def main(argv=None, prog: str = "python -m speechlm.report"):
+    ap = argparse.ArgumentParser(
+        prog=prog,
+        description=__doc__.split("\n")[0],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("run_dir")
     args = ap.parse_args(argv)
     for p in write_plots(args.run_dir):

@@ -1,8 +1,9 @@
 """Transcribe audio files of any length with an exported checkpoint.
 
-    python -m speechlm.transcribe -m MODEL_DIR audio.wav [more.flac ...] [--batch-size B]
+    speechlm transcribe -m MODEL_DIR audio.wav [more.flac ...] [--batch-size B]
         [--max-seconds S] [--window-seconds W] [--long-form segments|pause|overlap]
         [--threshold-db 35] [--min-pause-seconds 0.3] [--merge-seconds 0]
+    (`python -m speechlm.transcribe` takes the same arguments)
 
 Any format libsndfile reads (wav, flac, ogg, mp3), any sample rate or channel count: clips are
 mixed to mono and resampled to 16 kHz before the model sees them. Audio is cut at its pauses into
@@ -29,6 +30,11 @@ from speechlm.inference import (
     transcribe_waves,
 )
 
+EXAMPLES = """examples:
+  speechlm transcribe -m outputs/RUN clip.wav                        # a run dir means its latest checkpoint
+  speechlm transcribe -m outputs/RUN/checkpoints/step-2000 meeting.flac talk.wav --long-form pause
+  speechlm transcribe -m user/my-asr clip.wav                        # a Hub id"""
+
 
 def transcribe_files(
     model,
@@ -49,8 +55,13 @@ def transcribe_files(
 
 
 @cli_errors
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m speechlm.transcribe", description=__doc__.split("\n")[0])
+def main(argv=None, prog: str = "python -m speechlm.transcribe"):
+    ap = argparse.ArgumentParser(
+        prog=prog,
+        description=__doc__.split("\n")[0],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("audio", nargs="+")
     ap.add_argument("--batch-size", type=int, default=16)

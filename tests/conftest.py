@@ -58,6 +58,7 @@ LONGEST_FIRST = [
     "test_longform_demo.py",
     "test_train_whisper.py",
     "test_launch_torchrun.py",
+    "test_cli.py",  # ~60 s: `speechlm train` alone and under deepspeed, then `speechlm export`
     "test_model_loss_zero3.py",
     # the default suite's longest
     "test_plan.py",

@@ -9,7 +9,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -108,8 +107,7 @@ def test_make_setup_installs_the_extra_only_with_nvidia_smi(tmp_path, nvidia):
 
 
 def test_runpod_deploy_and_slurm_setup_use_the_script():
-    sys.path.insert(0, str(ROOT / "launch"))
-    import runpod
+    from speechlm import runpod
 
     deps = runpod.deps_script("/workspace/speechlm")
     assert "pip install -q -e '.[dev]'; bash launch/install_gpu_kernels.sh .venv/bin/python;" in deps

@@ -1,4 +1,5 @@
-"""python -m speechlm.model [--config RECIPE] [--experiment NAME] [key=value ...] --count
+"""speechlm model --count [--config RECIPE] [--experiment NAME] [key=value ...]
+(`python -m speechlm.model` takes the same arguments)
 
 Builds the configured model on the meta device (no weights, no downloads: hub ids that aren't in
 the local cache fall back to the bundled configs in speechlm/model/configs/) and prints parameter
@@ -55,9 +56,19 @@ def meta_counts(cfg: C.Config) -> dict:
     return counts
 
 
+EXAMPLES = """examples:
+  speechlm model --count                            # the production model's parameters per part
+  speechlm model --count --config small model.lora_rank=32"""
+
+
 @C.cli_errors
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m speechlm.model", description=__doc__.splitlines()[0])
+def main(argv=None, prog: str = "python -m speechlm.model") -> None:
+    ap = argparse.ArgumentParser(
+        prog=prog,
+        description=__doc__.splitlines()[0],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--config", default=None, help="recipe name or YAML path (default: production)")
     ap.add_argument("--experiment", default=None)
     ap.add_argument("--count", action="store_true", help="print parameter counts (meta device, no downloads)")

@@ -1,6 +1,7 @@
 """Size a run before paying for it: parameters, GPU memory per device, disk, GPUs that fit.
 
-    python -m speechlm.plan [--config C] [--experiment E] [--world-size N] [--json] [key=value ...]
+    speechlm plan [--config C] [--experiment E] [--world-size N] [--json] [key=value ...]
+    (`python -m speechlm.plan` takes the same arguments)
 
 Nothing is downloaded but config.json files and safetensors headers. Shapes come from the
 models' configs built on the meta device (the Hub when reachable, else the real configs bundled
@@ -257,8 +258,20 @@ def recommend(plan: dict) -> dict | None:
     return min(fits, key=lambda f: (unasked(f), f["gradient_accumulation_steps"], f["memory_gib"])) if fits else None
 
 
+EXAMPLES = """examples:
+  speechlm plan                                     # the production recipe on one GPU
+  speechlm plan --experiment free_run
+  speechlm plan --config small --world-size 8 training.per_device_train_batch_size=16
+  speechlm plan --json > plan.json"""
+
+
 def build_parser(prog: str = "python -m speechlm.plan") -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog=prog,
+        description=__doc__.splitlines()[0],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_plan_args(ap)
     return ap
 
@@ -272,8 +285,8 @@ def add_plan_args(ap: argparse.ArgumentParser) -> None:
 
 
 @cli_errors
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m speechlm.plan") -> int:
+    args = build_parser(prog).parse_args(argv)
     cfg = load(Config, args.config, args.experiment, args.overrides)
     plan = make_plan(cfg, world=args.world_size)
     print(json.dumps(plan, indent=1) if args.json else report(plan))

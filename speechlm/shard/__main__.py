@@ -1,6 +1,8 @@
-"""python -m speechlm.shard --config shards/NAME.yaml [--out DIR] [--workers N] [--overwrite]
+"""speechlm shard --config shards/NAME.yaml [--out DIR] [--workers N] [--overwrite]
                             [--num-tasks N --task-index I] [key=value ...]
-python -m speechlm.shard merge DIR     (after all N tasks of a split build)"""
+speechlm shard merge DIR     (after all N tasks of a split build)
+
+(`python -m speechlm.shard` takes the same arguments.)"""
 
 from __future__ import annotations
 
@@ -12,20 +14,29 @@ from speechlm.config import cli_errors
 from speechlm.shard.merge import merge
 from speechlm.shard.pipeline import build
 
+EXAMPLES = """examples:
+  speechlm shard --config synthetic                                  # shards/synthetic.yaml -> shards/synthetic/
+  speechlm shard --config shards/loquacious_small.yaml --workers 8   # streams the Hub's parquet files
+  speechlm shard --config multiasr --out /shared/multiasr --num-tasks 4 --task-index 0   # one of 4 machines
+  speechlm shard merge /shared/multiasr                              # after all 4 tasks"""
+
 
 @cli_errors
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, prog: str = "python -m speechlm.shard") -> None:
     argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     if argv[:1] == ["merge"]:
         ap = argparse.ArgumentParser(
-            prog="python -m speechlm.shard merge", description="rename the tasks' tars and write the one manifest.json"
+            prog=f"{prog} merge",
+            description="rename the tasks' tars and write the one manifest.json",
+            epilog="example:\n  speechlm shard merge /shared/multiasr",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         ap.add_argument("dir", help="the --out folder every task built into")
         print(merge(ap.parse_args(argv[1:]).dir))
         return
     ap = argparse.ArgumentParser(
-        prog="python -m speechlm.shard", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog, description=__doc__, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--config", required=True, help="recipe file, or the name of one in shards/")
     ap.add_argument("--out", help="output folder (default: shards/<recipe name>/ beside the recipe)")

@@ -1,4 +1,5 @@
-"""DeepSpeed ZeRO trainer: `main(argv)` is what `launch/train.py` runs (see loop.py for exit codes)."""
+"""DeepSpeed ZeRO trainer: `main(argv)` is what `speechlm train` and `launch/train.py` run (see loop.py
+for exit codes)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,30 @@ import argparse
 from speechlm import config as config_mod
 from speechlm.config import Config
 
+EXAMPLES = """examples:
+  speechlm train --config tiny                      # CPU rehearsal on the synthetic corpus (world size 1)
+  speechlm train --experiment free_run              # one GPU
+  speechlm train --config production data.train.0.path=s3://bucket/loquacious_small training.max_steps=2000
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog="launch/train.py", description="Train a speech-LLM (DeepSpeed ZeRO).")
+launchers (each runs this same loop; plain `speechlm train` is one process):
+  torchrun --nproc_per_node 8 --no-python speechlm train --config production
+  torchrun --nproc_per_node 8 -m speechlm train --config production   # no `speechlm` on the PATH needed
+  deepspeed --no_python speechlm train --config production
+  deepspeed --module speechlm train --config production
+  NNODES=2 NODE_RANK=0 MASTER_ADDR=host0 launch/torchrun.sh --config production   # multi-node
+  sbatch slurm/train.sh --config production
+  deepspeed launch/train.py --config production     # the script form works as before
+
+exit codes: speechlm/train/loop.py"""
+
+
+def parse_args(argv, prog: str = "launch/train.py"):
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Train a speech-LLM (DeepSpeed ZeRO).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--config", default="production", help="recipe file or shipped name (production, tiny)")
     p.add_argument("--experiment", default=None, help="overlay recipes/experiments/NAME.yaml")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # deepspeed adds it
@@ -18,8 +40,8 @@ def parse_args(argv):
 
 
 @config_mod.cli_errors
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def main(argv=None, prog: str = "launch/train.py") -> int:
+    args = parse_args(argv, prog)
     cfg = config_mod.load(Config, args.config, args.experiment, args.overrides)
     from speechlm.train.loop import Trainer  # the loop pulls deepspeed: `speechlm.train.x` stays light
 
