@@ -19,7 +19,7 @@ COMMANDS = {
     "plan": ("speechlm.plan", "size a run: parameters, GPU memory, disk, GPUs that fit"),
     "report": ("speechlm.report", "plots of a training run from its metrics.jsonl"),
     "demo": ("speechlm.demo", "the offline demo: shards, weights, CPU training, WER"),
-    "export": ("speechlm.export.__main__", "write a checkpoint as a transformers folder"),
+    "export": ("speechlm.export.__main__", "write the self-contained model folder of a checkpoint"),
     "runpod": ("speechlm.runpod", "train on a rented GPU: plan, up, deploy, train, ..."),
     "model": ("speechlm.model.__main__", "parameter counts per part of a model (--count)"),
 }

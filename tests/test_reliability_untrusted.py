@@ -105,11 +105,12 @@ def test_an_export_cannot_turn_trust_remote_code_on_for_itself(export, tmp_path)
     _, root = export
     d = tmp_path / "model"
     shutil.copytree(root / "model", d, ignore=shutil.ignore_patterns("*.bin", "*.pt", "*.pkl"))
-    meta = json.loads((d / "speechlm.json").read_text())
-    meta["model"]["trust_remote_code"] = True
-    (d / "speechlm.json").write_text(json.dumps(meta))
+    meta = json.loads((d / "config.json").read_text())
+    meta["speechlm"]["trust_remote_code"] = True
+    meta["bases"]["encoder"]["folder"] = "encoder"  # the folder says its encoder is inside, with code
+    (d / "config.json").write_text(json.dumps(meta))
     marker = tmp_path / "pwned"
-    _remote_code_dir(d / "encoder", marker)  # the loader prefers a trained encoder/ dir
+    _remote_code_dir(d / "encoder", marker)
     with pytest.raises(Exception):  # noqa: B017
         from_pretrained(d)
     assert not marker.exists()

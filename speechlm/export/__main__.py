@@ -1,4 +1,4 @@
-"""Write a checkpoint as a self-contained transformers folder (loads without speechlm).
+"""Write a checkpoint as the self-contained model folder: the frozen bases inside, loads anywhere without speechlm.
 
 speechlm export CHECKPOINT_OR_RUN OUT [--merge-lora]
 (`python -m speechlm.export` takes the same arguments)

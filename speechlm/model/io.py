@@ -213,6 +213,8 @@ def save_pretrained(model, path, *, self_contained: bool = False, merge_lora: bo
     if adapter is not None:
         model.decoder.save_pretrained(out / folder.ADAPTER, state_dict=adapter, save_embedding_layers=False)
         _scrub_adapter_config(out / folder.ADAPTER / "adapter_config.json", refs["decoder"])
+        # peft's card names the base by the path it was loaded from; the folder's README.md is the card
+        (out / folder.ADAPTER / "README.md").unlink(missing_ok=True)
     if enc_state is not None:
         model.encoder.save_pretrained(out / "encoder", state_dict=enc_state)
         _scrub_config_file(out / "encoder" / "config.json", refs["encoder"]["id"])
