@@ -144,20 +144,6 @@ def test_checkpoint_disk_scales_with_save_total_limit():
     assert disk(cfg, shapes, data)["checkpoints"] == pytest.approx(one * 5 / 2)  # limit + 1 while saving
 
 
-def test_checkpoint_disk_counts_the_transformers_export():
-    """Each checkpoint also holds the transformers export: the frozen encoder and decoder in the
-    model's dtype (bf16 in production), on top of the trainer state."""
-    cfg = load(Config, None, None, ["training.save_total_limit=1"])
-    shapes = model_shapes(cfg)
-    data = {"shard_bytes": 0, "max_clip_seconds": None, "unknown": []}
-    with_export = disk(cfg, shapes, data)["checkpoints"]
-    cfg.training.export_transformers = False
-    without = disk(cfg, shapes, data)["checkpoints"]
-    frozen_bf16 = (shapes.encoder_params + shapes.decoder_params) * 2
-    assert with_export - without == pytest.approx(2 * (frozen_bf16 + 4 * shapes.trainable_params))
-    assert frozen_bf16 > 4e9  # Qwen3.5-2B + the Granite encoder: the export is most of a checkpoint
-
-
 # --------------------------------------------------------------------------- tiny twin, measured
 
 
