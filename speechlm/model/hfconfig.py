@@ -58,8 +58,9 @@ def _find_config(model_id: str, trust_remote_code: bool, allow_bundled: bool):
         d = bundled_raw(model_id) if allow_bundled else None
         if d is None:
             raise not_found(model_id, e) from None
-        log.info("%s: not available locally, using the bundled config", model_id)
-        return AutoConfig.for_model(d.pop("model_type"), **d), f"bundled {bundled_config_path(model_id).name}"
+        name = bundled_config_path(model_id).name
+        log.info("%s: not available locally, using the bundled config %s", model_id, name)
+        return AutoConfig.for_model(d.pop("model_type"), **d), f"bundled {name}"
 
 
 def load_config(model_id: str, trust_remote_code: bool = False, allow_bundled: bool = False):

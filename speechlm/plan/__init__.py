@@ -38,6 +38,10 @@ With `training.per_device_train_batch_size=auto` (production) the memory is show
 step's clips in one micro batch, and the GPU list shows what auto picks on each card
 (speechlm.plan.auto); with SPEECHLM_DEVICE_MEMORY_GIB set, also the pick for that much memory.
 
+Disk (speechlm.plan.disk): light checkpoints (trained weights fp32 + tokenizer, DeepSpeed module state
+in the training dtype + 12 B of Adam state per trainable parameter, trainer state) x (save_total_limit
++ the one being written), and the final folder written once (every weight) beside the Hub cache.
+
 Calibration: the constants were fitted once by counting the bytes autograd saves (saved-tensor
 hooks, parameters excluded) in one forward of small Qwen3 / Qwen3.5 decoders with LoRA all-linear
 (hidden 64-256, head_dim 16-128, 64-512 tokens: exactly linear in tokens, no constant term).
