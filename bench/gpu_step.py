@@ -17,6 +17,7 @@ architecture types) so the path can be exercised on a laptop.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import resource
@@ -34,6 +35,7 @@ from speechlm import plan as planner  # noqa: E402
 from speechlm import text  # noqa: E402
 from speechlm.config import Config, load  # noqa: E402
 from speechlm.model import ids  # noqa: E402
+from speechlm.model.hfconfig import load_config, text_config  # noqa: E402
 from speechlm.model.kernels import kernel_report  # noqa: E402
 
 WORDS = "the quick brown fox jumps over a lazy dog while seven bright stars shine above quiet hills".split()
@@ -66,11 +68,10 @@ def model_dirs(cfg: Config, small: bool, tmp: Path) -> tuple[str, str]:
     """Config-only model dirs (the bundled real shapes, or shrunk ones) for building and planning."""
     out = []
     for part, mid in (("encoder", cfg.model.audio_model_id), ("decoder", cfg.model.text_model_id)):
-        c, _ = planner.model_config(mid)
         c = (
-            planner._sub_config(c, "encoder_config", "audio_config")
+            copy.deepcopy(planner.encoder_family(mid).config)  # the cached family's stays as it is
             if part == "encoder"
-            else c.get_text_config(decoder=True)
+            else text_config(load_config(mid, cfg.model.trust_remote_code, allow_bundled=True))
         )
         if small:
             for k, v in SMALL[part].items():

@@ -25,29 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 
 
 def trainable_shapes() -> dict[str, tuple]:
-    import torch
-
+    """Every trainable tensor of the production SpeechLM, built on the meta device as the planner builds it."""
     from speechlm import config as config_mod
-    from speechlm.model.projector import Projector
-    from speechlm.plan.models import _linear_layers, _sub_config, meta_model, model_config
+    from speechlm.model.meta import meta_speechlm
 
-    cfg = config_mod.load(config_mod.Config, "production", None, [])
-    m = cfg.model
-    enc_cfg, _ = model_config(m.audio_model_id)
-    dec_cfg, _ = model_config(m.text_model_id)
-    dec = meta_model(dec_cfg, "decoder")
-    enc_h = _sub_config(enc_cfg, "encoder_config", "audio_config").hidden_size
-    h = dec_cfg.get_text_config(decoder=True).hidden_size
-    shapes = {}
-    with torch.device("meta"):
-        proj = Projector(enc_h, h, m.projector_hidden_dim, m.projector_pool_stride)
-    for n, p in proj.named_parameters():
-        shapes[f"projector.{n}"] = tuple(p.shape)
-    for i, layer in enumerate(dec.model.layers):
-        for n, lin in _linear_layers(layer):
-            shapes[f"lora.{i}.{n}.A"] = (m.lora_rank, lin.in_features)
-            shapes[f"lora.{i}.{n}.B"] = (lin.out_features, m.lora_rank)
-    return shapes
+    model = meta_speechlm(config_mod.load(config_mod.Config, "production", None, []))
+    return {n: tuple(p.shape) for n, p in model.named_parameters() if p.requires_grad}
 
 
 def main() -> None:

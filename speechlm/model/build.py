@@ -60,7 +60,8 @@ def lora_config(mcfg: ModelConfig):
 
 def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict, family) -> SpeechLM:
     """Wire loaded parts into a SpeechLM: projector, dtypes, requires_grad, LoRA, the loss. `family`
-    is the encoder's (speechlm.model.encoders), resolved once by the caller."""
+    is the encoder's (speechlm.model.encoders), resolved once by the caller. `tokenizer` is None
+    only for a shapes-only build on the meta device (speechlm.model.meta)."""
     mcfg, tcfg = cfg.model, cfg.training
     for p in list(encoder.parameters()) + list(decoder.parameters()):
         p.requires_grad_(False)

@@ -33,21 +33,45 @@ def bundled_config_path(model_id: str) -> Path | None:
     return None
 
 
-def load_config(model_id: str, trust_remote_code: bool = False, allow_bundled: bool = False):
-    """AutoConfig for a model id without any download; optionally the bundled copy as a fallback."""
+def bundled_raw(model_id: str) -> dict | None:
+    """The bundled real config of a hub id as a config dict (its notes left out), or None."""
+    p = bundled_config_path(model_id)
+    if p is None:
+        return None
+    d = json.loads(p.read_text())
+    return {k: v for k, v in d.items() if not k.startswith("_") and k not in ("hub_id", "model_id")}
+
+
+def not_found(model_id: str, err: Exception) -> ConfigError:
+    return ConfigError(
+        f"can't read the config of '{model_id}' locally ({type(err).__name__}) and none is bundled in {CONFIG_DIR}"
+    )
+
+
+def _find_config(model_id: str, trust_remote_code: bool, allow_bundled: bool):
+    """(config, where it came from): local files (a dir, `tiny/*`, the Hub cache), else the bundled copy."""
     path = ids.resolve(model_id)
     try:
-        return AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, local_files_only=True)
+        cfg = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, local_files_only=True)
+        return cfg, f"local {path}" if Path(path).is_dir() else f"hub cache {model_id}"
     except (OSError, ValueError) as e:
-        bundled = bundled_config_path(model_id)
-        if not (allow_bundled and bundled is not None):
-            raise ConfigError(
-                f"can't read the config of '{model_id}' locally ({type(e).__name__}) and none is bundled"
-            ) from None
-        d = json.loads(bundled.read_text())
-        d = {k: v for k, v in d.items() if not k.startswith("_") and k not in ("hub_id", "model_id")}
-        log.info("%s: not available locally, using the bundled config %s", model_id, bundled.name)
-        return AutoConfig.for_model(d.pop("model_type"), **d)
+        d = bundled_raw(model_id) if allow_bundled else None
+        if d is None:
+            raise not_found(model_id, e) from None
+        name = bundled_config_path(model_id).name
+        log.info("%s: not available locally, using the bundled config %s", model_id, name)
+        return AutoConfig.for_model(d.pop("model_type"), **d), f"bundled {name}"
+
+
+def load_config(model_id: str, trust_remote_code: bool = False, allow_bundled: bool = False):
+    """AutoConfig for a model id without any download; optionally the bundled copy as a fallback."""
+    return _find_config(model_id, trust_remote_code, allow_bundled)[0]
+
+
+def config_source(model_id: str, trust_remote_code: bool = False) -> str:
+    """Where `load_config(..., allow_bundled=True)` finds the config of `model_id`: `local DIR`,
+    `hub cache ID` or `bundled FILE` (the planner reports it)."""
+    return _find_config(model_id, trust_remote_code, True)[1]
 
 
 def text_config(cfg):

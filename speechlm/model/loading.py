@@ -15,7 +15,10 @@ Checkpoint weights the part does not use (a vision tower, an MTP head, a CTC hea
 once at info level: transformers drops some of them without a word.
 
 `speechlm.model.parts.preflight` runs the same loads on the meta device (no weights read, no memory), so the trainer
-refuses a bad checkpoint before it builds shards or touches a GPU.
+refuses a bad checkpoint before it builds shards or touches a GPU. The planner goes one step further
+(`meta_only(shapes=True)`): the same configs and tie flags, the model built from its config on the
+meta device without opening a checkpoint, and the bundled real config (speechlm/model/configs/) where
+the model is not local, so it plans the production default offline.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ import json
 import logging
 import re
 
+import torch
 from transformers import AutoConfig, PretrainedConfig
 
 from speechlm import text
 from speechlm.config import ConfigError
+from speechlm.model import hfconfig
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +43,15 @@ SHOW_KEYS = 5  # how many keys an error names
 # `model.language_model.layers.0...` in the checkpoint and `model.layers.0...` in the model
 _WRAPPERS = re.compile(r"^(?:(?:model|language_model|encoder|base_model)\.)+")
 
+SHAPES = "shapes"
 _META = contextvars.ContextVar("speechlm_meta_load", default=False)
 
 
 @contextlib.contextmanager
-def meta_only():
-    """Inside this block `load_pretrained` builds on the meta device: all checks, no weights."""
-    token = _META.set(True)
+def meta_only(shapes: bool = False):
+    """Inside this block `load_pretrained` builds on the meta device: all checks, no weights. With
+    `shapes`, from the config alone: no checkpoint opened, the bundled config where none is local."""
+    token = _META.set(SHAPES if shapes else True)
     try:
         yield
     finally:
@@ -54,12 +61,19 @@ def meta_only():
 # --------------------------------------------------------------------------- ties
 
 
-def raw_config(path: str, trust_remote_code: bool = False) -> dict:
-    """The checkpoint's config.json as written (what it sets, not the class defaults)."""
+def raw_config(path: str, trust_remote_code: bool = False, allow_bundled: bool = False) -> dict:
+    """The checkpoint's config.json as written (what it sets, not the class defaults); with
+    `allow_bundled`, local files only, else the bundled real config."""
     try:
-        d, _ = PretrainedConfig.get_config_dict(path, trust_remote_code=trust_remote_code)
+        kw = {"local_files_only": True} if allow_bundled else {}
+        d, _ = PretrainedConfig.get_config_dict(path, trust_remote_code=trust_remote_code, **kw)
     except (OSError, ValueError) as e:
-        raise ConfigError(f"can't read the config of '{path}': {e}") from None
+        if not allow_bundled:
+            raise ConfigError(f"can't read the config of '{path}': {e}") from None
+        bundled = hfconfig.bundled_raw(path)
+        if bundled is None:
+            raise hfconfig.not_found(path, e) from None
+        return bundled
     return d
 
 
@@ -133,14 +147,19 @@ def _untied(model, ties: dict[str, str | None], keys) -> list[str]:
 # --------------------------------------------------------------------------- checkpoint keys
 
 
-def checkpoint_keys(path: str) -> list[str] | None:
-    """Tensor names in a safetensors checkpoint (local dir or the Hub cache); None if not safetensors."""
+def checkpoint_keys(path: str, local_only: bool = False) -> list[str] | None:
+    """Tensor names in a safetensors checkpoint (local dir or the Hub cache); None if not safetensors
+    (or, with `local_only`, not on this machine: nothing is downloaded)."""
     from transformers.utils import cached_file
 
     def find(name):
         try:
             return cached_file(
-                path, name, _raise_exceptions_for_missing_entries=False, _raise_exceptions_for_connection_errors=False
+                path,
+                name,
+                local_files_only=local_only,
+                _raise_exceptions_for_missing_entries=False,
+                _raise_exceptions_for_connection_errors=False,
             )
         except OSError:
             return None
@@ -214,16 +233,23 @@ def load_pretrained(cls, path: str, part: str, **kwargs):
 
     `part` names the part in messages (`encoder`, `decoder`). The decoder part loads the
     checkpoint's text decoder: its text config, with the checkpoint's tie flag. Inside
-    `meta_only()` the model is built on the meta device and only checked."""
+    `meta_only()` the model is built on the meta device and only checked; inside
+    `meta_only(shapes=True)` it is built from its config (`build_from_config`)."""
     trust = kwargs.get("trust_remote_code", False)
-    raw = raw_config(path, trust)
+    shapes = _META.get() == SHAPES
+    raw = raw_config(path, trust, allow_bundled=shapes)
     config = kwargs.pop("config", None)
     if config is None:
-        config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
+        if shapes:
+            config = hfconfig.load_config(path, trust, allow_bundled=True)
+        else:
+            config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
         if part == "decoder" and hasattr(config, "get_text_config"):
             config = config.get_text_config(decoder=True)
-    keys = checkpoint_keys(path)
+    keys = checkpoint_keys(path, local_only=shapes)
     config = follow_checkpoint_ties(config, raw, keys)
+    if shapes:
+        return build_from_config(cls, config, **kwargs)
     if _META.get():
         kwargs["device_map"] = "meta"
     try:
@@ -238,6 +264,18 @@ def load_pretrained(cls, path: str, part: str, **kwargs):
         if unused and not _META.get():  # once: the real load, not the preflight
             log.info("%s '%s': %d checkpoint tensors not used: %s", part, path, len(unused), _groups(unused))
     return model
+
+
+def build_from_config(cls, config, *, dtype=None, attn_implementation=None, trust_remote_code=False, **loading):
+    """The model `cls.from_pretrained` would build for `config`, on the meta device, no checkpoint
+    read. `loading` (a family's key mapping and the like) only steers reading weights: nothing to read."""
+    kw = {"dtype": dtype} if dtype is not None else {}
+    if attn_implementation is not None:
+        kw["attn_implementation"] = attn_implementation
+    with torch.device("meta"):
+        if hasattr(cls, "from_config"):  # an Auto class: it picks the model class for the config
+            return cls.from_config(config, trust_remote_code=trust_remote_code, **kw)
+        return cls._from_config(config, **kw)
 
 
 # --------------------------------------------------------------------------- tokenizer

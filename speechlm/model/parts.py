@@ -1,6 +1,6 @@
 """Loading the pretrained parts (hub id, local dir, `tiny/<name>`, `offline/<name>`, or the bundled
 config on meta): `load_parts` is the one path, shared by the preflight (meta device, every check,
-no weights) and the build.
+no weights), the planner (meta device, configs only: `shapes_only`) and the build.
 
 Encoders load as their family says (speechlm.model.encoders); the decoder is any causal LM.
 """
@@ -54,13 +54,18 @@ def load_decoder(model_id: str, dtype: torch.dtype, attn: str, trust_remote_code
     )
 
 
-def load_parts(mcfg, family, *, attn: str = "sdpa", meta: bool = False):
+def load_parts(mcfg, family, *, attn: str = "sdpa", meta: bool = False, shapes_only: bool = False):
     """(encoder, decoder, tokenizer) of a model config, every part checked (speechlm.model.loading).
-    With `meta=True` the parts are built on the meta device: all checks, no weights in memory."""
+    With `meta=True` the parts are built on the meta device: all checks, no weights in memory.
+    With `shapes_only=True` (the planner) they are built on the meta device from their configs alone,
+    the bundled real ones where a model is not local: no checkpoint or tokenizer is read, and the
+    tokenizer is None (`family` then comes from `family_for(..., allow_bundled=True)`)."""
     dtype = DTYPES[mcfg.model_dtype]
-    with meta_only() if meta else contextlib.nullcontext():
+    with meta_only(shapes=shapes_only) if (meta or shapes_only) else contextlib.nullcontext():
         encoder = load_encoder(family, mcfg.audio_model_id, dtype)
         decoder = load_decoder(mcfg.text_model_id, dtype, attn, mcfg.trust_remote_code)
+    if shapes_only:
+        return encoder, decoder, None
     tokenizer = load_tokenizer(ids.resolve(mcfg.text_model_id), mcfg.audio_token, mcfg.trust_remote_code)
     check_tokenizer(tokenizer, decoder, mcfg.text_model_id, mcfg.audio_token)
     return encoder, decoder, tokenizer

@@ -51,7 +51,8 @@ class SpeechLM(nn.Module):
         self.tokenizer = tokenizer
         self.family = family  # the encoder's family: features, frame arithmetic, frozen-mode rules
         self.trainable = dict(trainable)  # part -> bool: encoder, projector, decoder, embed_tokens, lora
-        self.audio_token_id = text.audio_token_id(tokenizer, cfg.audio_token)
+        # None only in a shapes-only build on the meta device (speechlm.model.meta), which never runs
+        self.audio_token_id = text.audio_token_id(tokenizer, cfg.audio_token) if tokenizer is not None else None
         self.bf16 = bf16
         self.loss = loss or ChunkedCrossEntropy()  # training.loss: per-token losses over label positions
         self.calibration: dict | None = None

@@ -4,9 +4,12 @@
     (`python -m speechlm.plan` takes the same arguments)
 
 Nothing is downloaded but config.json files and safetensors headers. Shapes come from the
-models' configs built on the meta device (the Hub when reachable, else the real configs bundled
-in `speechlm/model/configs/`, or the local dir for the tiny twin); with the Hub reachable,
-`get_safetensors_metadata` also gives the checkpoints' exact parameter counts and download sizes.
+SpeechLM the config trains, built on the meta device by the trainer's own builders
+(speechlm.model.meta: the parts from their configs -- a local dir, the tiny twin, the Hub's
+config.json when reachable, else the real configs bundled in `speechlm/model/configs/` -- then
+`assemble` with the freeze flags and LoRA settings), so T and F below are the built model's
+`requires_grad` counts; with the Hub reachable, `get_safetensors_metadata` also gives the
+checkpoints' exact parameter counts and download sizes.
 
 Memory model, per device (N = world size, T = trainable params, F = frozen params):
   frozen weights  F * bytes(model_dtype)                              / N at ZeRO-3
@@ -36,6 +39,10 @@ With `training.per_device_train_batch_size=auto` (production) the memory is show
 step's clips in one micro batch, and the GPU list shows what auto picks on each card
 (speechlm.plan.auto); with SPEECHLM_DEVICE_MEMORY_GIB set, also the pick for that much memory.
 
+Disk (speechlm.plan.disk): light checkpoints (trained weights fp32 + tokenizer, DeepSpeed module state
+in the training dtype + 12 B of Adam state per trainable parameter, trainer state) x (save_total_limit
++ the one being written), and the final folder written once (every weight) beside the Hub cache.
+
 Calibration: the constants were fitted once by counting the bytes autograd saves (saved-tensor
 hooks, parameters excluded) in one forward of small Qwen3 / Qwen3.5 decoders with LoRA all-linear
 (hidden 64-256, head_dim 16-128, 64-512 tokens: exactly linear in tokens, no constant term).
@@ -60,6 +67,7 @@ from speechlm.plan.disk import (  # noqa: F401  (re-exported)
     ENV_GIB,
     FLAC_BYTES_PER_SECOND,
     GIB,
+    checkpoint_facts,
     data_facts,
     disk,
     hub_files_bytes,
@@ -86,12 +94,8 @@ from speechlm.plan.models import (  # noqa: F401  (re-exported: the planner's pu
     LINEAR_ATTN_CHUNK,
     Shapes,
     _offline,
-    _sub_config,
-    bundled_config_path,
     encoder_family,
     hub_checkpoint,
-    meta_model,
-    model_config,
     model_shapes,
 )
 
@@ -174,7 +178,8 @@ def make_plan(cfg: Config, world: int = 1) -> dict:
         "params": {k: v for k, v in vars(shapes).items() if k.endswith("_params")},
         "sources": shapes.sources,
         "memory_bytes": mem,
-        "disk_bytes": disk(cfg, shapes, data),
+        "disk_bytes": disk(cfg, shapes, data, world),
+        "checkpoint": checkpoint_facts(cfg, shapes, world),
         "data_unknown": data["unknown"],
         "kernels_assumed": assumed_kernels(shapes, make_loss(t)),
         "gpus": fits,
@@ -210,7 +215,12 @@ def report(plan: dict) -> str:
     ]
     lines += [f"  {k:<18}{_g(v)}" for k, v in m.items() if k != "tokens_per_device_batch"]
     lines.append("  kernels assumed: " + "; ".join(f"{k}: {v}" for k, v in plan["kernels_assumed"].items()))
-    lines += ["", "disk:"] + [f"  {k:<18}{_g(v)}" for k, v in d.items()]
+    ck = plan["checkpoint"]
+    why = {
+        "checkpoints": f"  {ck['kept'] + 1} x {ck['bytes'] / GIB:.2f} GiB ({ck['kept_why']}, + the one being written)",
+        "final_model": "  every weight, written once at the end",
+    }
+    lines += ["", "disk:"] + [f"  {k:<18}{_g(v)}{why.get(k, '')}" for k, v in d.items()]
     if plan["data_unknown"]:
         lines.append(
             f"  (shards not built and their sources' size unknown offline, not counted: {', '.join(plan['data_unknown'])})"  # noqa: E501

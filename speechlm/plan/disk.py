@@ -1,9 +1,22 @@
 """Disk the plan needs: shards (from their manifests, or the sources' Hub metadata), the Hub cache,
-checkpoints and the environment."""
+checkpoints, the final model folder and the environment.
+
+A checkpoint holds what the run changes (`checkpoint_facts`):
+  model/   the trained weights in fp32 (projector, LoRA adapter; embed_tokens, the decoder or the
+           encoder only where they train), the tokenizer, and small config, card and code files;
+  ds/      DeepSpeed's module state (the trainable parameters in the training dtype: 2 bytes under
+           bf16, 4 under fp32) and optimizer state (fp32 master + two AdamW moments: 12 bytes per
+           trainable parameter, summed over ranks);
+  trainer_state.json  (the run config, and per rank its reader position and RNG states).
+save_total_limit of them are kept, and one more is on disk while a new one is written. The final
+folder, written once at the end of a run (and by `speechlm export`), holds every weight (the frozen
+bases in their dtype, the trained parts in fp32) and the tokenizer.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from speechlm.config import REPO_ROOT, Config
@@ -15,6 +28,30 @@ from speechlm.shard.sources.hf import hub_files_bytes  # noqa: F401  (speechlm.p
 GIB = 1024**3
 FLAC_BYTES_PER_SECOND = 20_000  # 16 kHz 16-bit mono FLAC is ~60% of 32 kB/s
 ENV_GIB = 15.0  # Python deps, pip and wheel caches on top of the image's CUDA torch
+# a model folder's small files: config.json, speechlm.json, the card, the preprocessor config and the
+# generated modelling code (about 0.1 MB measured on the tiny twin's)
+MODEL_FILES_BYTES = 150_000
+DS_FILES_BYTES = 40_000  # DeepSpeed's zero_to_fp32.py and its pickles' framing
+# trainer_state.json: the run's config and scheduler, and per rank its reader position and RNG states
+STATE_BYTES = 4_000
+STATE_BYTES_PER_RANK = 34_000
+ADAM_BYTES = 12  # per trainable parameter: fp32 master weights + AdamW's two moments
+UNLIMITED_SAVES = 10  # save_total_limit unset and no max_steps: this many checkpoints assumed
+# a tokenizer not on this machine: what its folder holds (tokenizer.json, vocab, merges, config),
+# by hub id prefix, else per vocabulary entry (Qwen: 248k tokens in ~11 MB, SmolLM2: 49k in ~3.5 MB)
+TOKENIZER_ESTIMATES = {"Qwen/": 11_000_000, "HuggingFaceTB/SmolLM2": 3_500_000}
+TOKENIZER_BYTES_PER_TOKEN = 60
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "chat_template.json",
+)
 DTYPE_BYTES = {
     "bfloat16": 2,
     "float16": 2,
@@ -110,18 +147,71 @@ def _source_bytes(recipe: str | None) -> int | None:
     return total
 
 
-def disk(cfg: Config, shapes: Shapes, data: dict) -> dict:
-    # a checkpoint: DeepSpeed state (fp32 master + m + v, 16-bit trainable) + speechlm's own model
-    # files (fp32 trainables); the frozen bases are referenced, not copied
-    ckpt = shapes.trainable_params * (12 + 2 + 4)
-    keep = (cfg.training.save_total_limit or 10) + 1  # the new one is written before the oldest goes
+def tokenizer_bytes(text_model_id: str, vocab_size: int) -> tuple[int, str]:
+    """(bytes, how they were found) of the decoder's tokenizer files: their sizes where the tokenizer
+    is on this machine (a local dir, `tiny/*`, the Hub cache), else an estimate."""
+    from huggingface_hub import try_to_load_from_cache
+
+    from speechlm.model import ids
+
+    path = Path(ids.resolve(text_model_id))
+    if path.is_dir():
+        found = [path / f for f in TOKENIZER_FILES if (path / f).is_file()]
+    else:
+        cached = (try_to_load_from_cache(text_model_id, f) for f in TOKENIZER_FILES)
+        found = [Path(c) for c in cached if isinstance(c, str)]
+    if found:
+        return sum(f.stat().st_size for f in found), "its files"
+    for prefix, size in TOKENIZER_ESTIMATES.items():
+        if text_model_id.startswith(prefix):
+            return size, f"estimate for {prefix.rstrip('/')}"
+    return vocab_size * TOKENIZER_BYTES_PER_TOKEN, f"estimate, {TOKENIZER_BYTES_PER_TOKEN} B per vocabulary entry"
+
+
+def checkpoints_on_disk(cfg: Config) -> tuple[int, str]:
+    """(how many checkpoints a run keeps, why): save_total_limit, else every save of max_steps, else a guess."""
+    t = cfg.training
+    if t.save_total_limit and t.save_total_limit > 0:
+        return t.save_total_limit, f"save_total_limit {t.save_total_limit}"
+    if t.max_steps > 0:
+        n = max(1, math.ceil(t.max_steps / max(1, t.save_steps)))
+        return n, f"no save_total_limit: every save of max_steps {t.max_steps}"
+    return UNLIMITED_SAVES, f"no save_total_limit and no max_steps: {UNLIMITED_SAVES} assumed"
+
+
+def checkpoint_facts(cfg: Config, shapes: Shapes, world: int = 1) -> dict:
+    """One checkpoint's bytes by part, how many are kept, and the final folder (the module docstring)."""
+    trained = shapes.trainable_params
+    tok, tok_how = tokenizer_bytes(cfg.model.text_model_id, shapes.vocab_size)
+    parts = {
+        "model_trained": trained * 4,
+        "model_files": tok + MODEL_FILES_BYTES,
+        "ds_module": trained * (2 if cfg.training.bf16 else 4),
+        "ds_optimizer": trained * ADAM_BYTES,
+        "state": DS_FILES_BYTES + STATE_BYTES + STATE_BYTES_PER_RANK * max(1, world),
+    }
+    kept, why = checkpoints_on_disk(cfg)
+    return {
+        "bytes": sum(parts.values()),
+        "parts": parts,
+        "kept": kept,
+        "kept_why": why,
+        "tokenizer": tok_how,
+        # every weight: the frozen ones as stored (bases in model_dtype), the trained ones fp32
+        "final_model_bytes": shapes.frozen_bytes + trained * 4 + tok + MODEL_FILES_BYTES,
+    }
+
+
+def disk(cfg: Config, shapes: Shapes, data: dict, world: int = 1) -> dict:
+    ck = checkpoint_facts(cfg, shapes, world)
     hub = shapes.download_bytes
     if hub is None:  # offline: the checkpoints as stored on the Hub, in their dtype
         hub = (shapes.encoder_params + shapes.decoder_params) * DTYPE_BYTES.get(cfg.model.model_dtype, 2)
     out = {
         "shards": data["shard_bytes"],
         "hub_cache": hub + data.get("source_bytes", 0),
-        "checkpoints": ckpt * keep,
+        "checkpoints": ck["bytes"] * (ck["kept"] + 1),  # the new one is written before the oldest goes
+        "final_model": ck["final_model_bytes"],
         "environment": ENV_GIB * GIB,
     }
     out["total"] = sum(out.values())

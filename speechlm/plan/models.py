@@ -1,13 +1,14 @@
-"""Model shapes for the planner, without downloading weights: configs built on the meta device
-(local dir / `tiny/*`, the Hub's config.json, or the real configs bundled in
-`speechlm/model/configs/`), exact counts and download sizes from safetensors headers, and the
-calibrated activation-per-token model (see `speechlm.plan`)."""
+"""Model shapes for the planner, without downloading weights: the SpeechLM the config trains, built
+on the meta device by the trainer's own builders (speechlm.model.meta: `load_parts` from the configs
+alone, the local ones or the real configs bundled in `speechlm/model/configs/`, then `assemble` with
+`trainable_parts`), so every freeze flag and LoRA setting counts as it trains; exact checkpoint counts
+and download sizes from safetensors headers; and the calibrated activation-per-token model (see
+`speechlm.plan`)."""
 
 from __future__ import annotations
 
 import functools
 import glob
-import json
 import math
 import os
 import sys
@@ -16,10 +17,10 @@ from pathlib import Path
 
 import torch
 
-from speechlm.config import Config, ConfigError
+from speechlm.config import Config
 from speechlm.model import encoders, ids
-from speechlm.model.hfconfig import CONFIG_DIR, bundled_config_path
-from speechlm.model.projector import Projector
+from speechlm.model.hfconfig import config_source, text_config
+from speechlm.model.meta import meta_speechlm
 
 # elements autograd saves per token, per element of the per-layer sum (measured as described above:
 # 1.85 for Qwen3 layers, 1.90-1.99 for Qwen3.5's full-attention layers)
@@ -38,49 +39,25 @@ def _offline() -> bool:
     return constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false")
 
 
-def model_config(model_id: str):
-    """(transformers config, where it came from) without downloading weights."""
-    from transformers import AutoConfig
+@functools.lru_cache(maxsize=16)
+def fetch_config(model_id: str) -> None:
+    """With the Hub reachable, its config.json into the local cache (the builders read local files
+    only); else the bundled config stands in for it. Never weights."""
+    if _offline() or Path(ids.resolve(model_id)).is_dir():
+        return
+    from huggingface_hub import hf_hub_download
 
-    if Path(model_id).is_dir():
-        return AutoConfig.from_pretrained(model_id), f"local {model_id}"
-    if not _offline():
-        try:
-            return AutoConfig.from_pretrained(model_id), f"hub {model_id}"
-        except Exception as e:  # unreachable Hub or gated repo: fall back to the bundled shapes
-            print(
-                f"plan: {model_id}: hub config unavailable ({type(e).__name__}); using the bundled one", file=sys.stderr
-            )
-    p = bundled_config_path(model_id)
-    if p is None:
-        raise ConfigError(f"model '{model_id}': no local dir, no Hub access and no bundled config in {CONFIG_DIR}")
-    d = json.loads(p.read_text())
-    d = {k: v for k, v in d.items() if k not in ("hub_id", "model_id")}
-    return AutoConfig.for_model(**d), f"bundled {p.name}"
-
-
-def _sub_config(cfg, *names):
-    for n in names:
-        sub = getattr(cfg, n, None)
-        if sub is not None and not isinstance(sub, (int, str, bool, list)):
-            return sub
-    return cfg
+    try:
+        hf_hub_download(model_id, "config.json")
+    except Exception as e:  # unreachable Hub or gated repo: the bundled shapes, if any
+        print(f"plan: {model_id}: hub config unavailable ({type(e).__name__}); using the bundled one", file=sys.stderr)
 
 
 @functools.lru_cache(maxsize=8)
-def encoder_family(model_id: str):
-    """The encoder family (speechlm.model.encoders) of `model_id`, from the config model_config finds."""
-    return encoders.family_from_config(model_config(ids.resolve(model_id))[0], model_id)
-
-
-def meta_model(cfg, kind: str = "decoder"):
-    """The decoder on the meta device: shapes and counts for free (an encoder's: its family's meta_encoder)."""
-    from transformers import AutoModelForCausalLM
-
-    if kind != "decoder":
-        raise ValueError(f"meta_model builds decoders; an encoder comes from its family, not {kind!r}")
-    with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(cfg.get_text_config(decoder=True))
+def encoder_family(model_id: str, trust_remote_code: bool = False):
+    """The encoder family (speechlm.model.encoders) of `model_id`, from its config (local or bundled)."""
+    fetch_config(model_id)
+    return encoders.family_for(model_id, trust_remote_code, allow_bundled=True)
 
 
 def hub_checkpoint(model_id: str, part: str, skip: tuple[str, ...] | None = None) -> dict | None:
@@ -131,6 +108,7 @@ class Shapes:
     lora_params: int
     trainable_params: int
     frozen_params: int
+    frozen_bytes: int  # the frozen weights as stored (encoder and decoder in model_dtype, a frozen projector)
     decoder_hidden: int
     vocab_size: int
     act_elems_per_token: float  # saved elements per token, all decoder layers (module docstring)
@@ -151,36 +129,36 @@ def _linear_layers(module):
     return [(n, m) for n, m in module.named_modules() if isinstance(m, torch.nn.Linear)]
 
 
+def _layer_act(layer, h: int) -> float:
+    """Elements a decoder layer saves per token: the residual stream, every Linear's output and each
+    LoRA bottleneck (its lora_A's output, rank elements)."""
+    outs = 0
+    for name, lin in _linear_layers(layer):
+        if "lora_A" in name:
+            outs += lin.out_features
+        elif "lora_" not in name:  # a LoRA-wrapped Linear's base_layer counts as the Linear
+            outs += lin.out_features
+    return ACT_FACTOR * (h + outs)
+
+
 def model_shapes(cfg: Config) -> Shapes:
     m = cfg.model
-    audio_id, text_id = ids.resolve(m.audio_model_id), ids.resolve(m.text_model_id)  # tiny/* -> its dir
-    _, enc_src = model_config(audio_id)
-    dec_cfg, dec_src = model_config(text_id)
-    family = encoder_family(m.audio_model_id)
-    enc = family.meta_encoder()
-    dec = meta_model(dec_cfg, "decoder")
-    n_enc = sum(p.numel() for p in enc.parameters())
-    n_dec = sum(p.numel() for p in dec.parameters())
-    enc_h = family.hidden_size
-    tcfg = dec_cfg.get_text_config(decoder=True)
+    for mid in (m.audio_model_id, m.text_model_id):
+        fetch_config(mid)
+    family = encoder_family(m.audio_model_id, m.trust_remote_code)
+    model = meta_speechlm(cfg, family)
+    counts = model.parameter_counts()  # part -> (total, trainable), tied weights once
+    params = list(model.parameters())
+    trainable = sum(p.numel() for p in params if p.requires_grad)
+    frozen_bytes = sum(p.numel() * p.element_size() for p in params if not p.requires_grad)
+    base = model._base_lm()
+    tcfg = text_config(base.config)
     h = tcfg.hidden_size
-    with torch.device("meta"):
-        proj = Projector(enc_h, h, m.projector_hidden_dim, m.projector_pool_stride)
-    n_proj = sum(p.numel() for p in proj.parameters())
-    use_lora = cfg.training.use_lora if cfg.training.use_lora is not None else m.use_lora
     # per decoder layer: the residual stream + every Linear's output (+ the LoRA bottleneck)
-    layers = dec.model.layers
-    act, act_chunked, n_lora = 0.0, 0.0, 0
-    largest, largest_chunked = 0.0, 0.0
+    layers = base.model.layers
+    act, act_chunked, largest, largest_chunked = 0.0, 0.0, 0.0, 0.0
     for layer in layers:
-        lins = _linear_layers(layer)
-        wrapped = (
-            lins
-            if use_lora and _lora_targets_all(m.lora_target_modules)
-            else [(n, l) for n, l in lins if use_lora and n.split(".")[-1] in (m.lora_target_modules or [])]
-        )
-        n_lora += sum(m.lora_rank * (l.in_features + l.out_features) for _, l in wrapped)
-        one = ACT_FACTOR * (h + sum(l.out_features for _, l in lins) + m.lora_rank * len(wrapped))
+        one = _layer_act(layer, h)
         act += one
         largest = max(largest, one)
         if hasattr(layer, "linear_attn"):
@@ -189,45 +167,41 @@ def model_shapes(cfg: Config) -> Shapes:
             )
             act_chunked += one
             largest_chunked = max(largest_chunked, one)
-    train = cfg.training
     # the family states what its encoder keeps per frame, frozen (a transient) or trained (every layer)
-    enc_act = family.activation_elems_per_frame(enc, not train.freeze_audio_encoder, ACT_FACTOR)
-    n_lora = n_lora if use_lora else 0
-    trainable = (0 if train.freeze_projector else n_proj) + n_lora
-    trainable += 0 if train.freeze_audio_encoder else n_enc
-    trainable += 0 if (train.freeze_language_model or use_lora) else n_dec
-    frozen = n_enc + n_dec + n_proj + n_lora - trainable
+    enc_trained = model.trainable["encoder"]
+    enc_act = family.activation_elems_per_frame(model.encoder, enc_trained, ACT_FACTOR)
+    audio_id, text_id = ids.resolve(m.audio_model_id), ids.resolve(m.text_model_id)  # tiny/* -> its dir
     ck_enc, ck_dec = (
         hub_checkpoint(audio_id, "encoder", family.unused_checkpoint_keys),
         hub_checkpoint(text_id, "decoder"),
     )
-    sources = {"encoder": enc_src, "decoder": dec_src}
-    for part, ck, n in (("encoder", ck_enc, n_enc), ("decoder", ck_dec, n_dec)):
+    sources = {
+        "encoder": config_source(m.audio_model_id, m.trust_remote_code),
+        "decoder": config_source(m.text_model_id, m.trust_remote_code),
+    }
+    for part, ck in (("encoder", ck_enc), ("decoder", ck_dec)):
         if ck:
             sources[f"{part}_checkpoint_params"] = ck["params_used"]
-            sources[f"{part}_meta_params"] = n
+            sources[f"{part}_meta_params"] = counts[part][0]
     dl = sum(ck["download_bytes"] for ck in (ck_enc, ck_dec) if ck) if (ck_enc or ck_dec) else None
     return Shapes(
-        encoder_params=n_enc,
-        decoder_params=n_dec,
-        projector_params=n_proj,
-        lora_params=n_lora,
+        encoder_params=counts["encoder"][0],
+        decoder_params=counts["decoder"][0],
+        projector_params=counts["projector"][0],
+        lora_params=counts["lora"][0],
         trainable_params=trainable,
-        frozen_params=frozen,
+        frozen_params=sum(p.numel() for p in params) - trainable,
+        frozen_bytes=frozen_bytes,
         decoder_hidden=h,
-        vocab_size=tcfg.vocab_size,
+        vocab_size=base.get_output_embeddings().weight.shape[0],
         act_elems_per_token=act,
         act_chunked_elems_per_token=act_chunked,
         ckpt_act_elems_per_token=len(layers) * h + largest,
         ckpt_act_chunked_elems_per_token=largest_chunked,
         enc_act_elems_per_frame=enc_act,
-        encoder_trained=not train.freeze_audio_encoder,
+        encoder_trained=enc_trained,
         enc_frames_per_second=family.frames_per_second,
         download_bytes=dl,
         sources=sources,
         family=family,
     )
-
-
-def _lora_targets_all(targets) -> bool:
-    return targets == "all-linear" or targets == ["all-linear"]
