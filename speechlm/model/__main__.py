@@ -14,7 +14,6 @@ import os
 from speechlm import config as C
 from speechlm.model.meta import meta_speechlm
 
-
 EXAMPLES = """examples:
   speechlm model --count                            # the production model's parameters per part
   speechlm model --count --config small model.lora_rank=32"""

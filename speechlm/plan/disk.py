@@ -152,7 +152,7 @@ def tokenizer_bytes(text_model_id: str, vocab_size: int) -> tuple[int, str]:
     is on this machine (a local dir, `tiny/*`, the Hub cache), else an estimate."""
     from huggingface_hub import try_to_load_from_cache
 
-    from speechlm.model import ids
+    from speechlm.model import ids  # tiny/ and offline/ ids resolve to their folders: only when sizing
 
     path = Path(ids.resolve(text_model_id))
     if path.is_dir():
