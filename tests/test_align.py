@@ -199,3 +199,13 @@ def test_tiny_twins_give_words_in_the_recordings_clock(encoder):
     assert align.word_timestamps(model, [], []) == []
     with pytest.raises(ValueError, match="2 waves but 1 texts"):
         align.word_timestamps(model, clips, ["x"])
+
+
+def test_an_export_can_carry_the_module_verbatim():
+    import inspect
+
+    from speechlm.export.generate import check_imports
+
+    source = inspect.getsource(align)
+    check_imports(source, "speechlm_align.py")  # the standard library, numpy and torch only
+    assert "from speechlm" not in source and "from ." not in source
