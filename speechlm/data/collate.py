@@ -105,7 +105,10 @@ class Collator:
 
 class Clips:
     """A collator that hands the decoded clips over as they are, `{"clips": [{"id", "text", "audio"}]}`
-    (eval and transcription take waves, not token batches); weight-0 padding clips are left out."""
+    plus `"words"` (true word times) where the shard carries them (eval and transcription take waves,
+    not token batches); weight-0 padding clips are left out."""
+
+    KEYS = ("id", "text", "audio", "words")
 
     def __call__(self, samples: list[dict]) -> dict:
-        return {"clips": [{k: s[k] for k in ("id", "text", "audio")} for s in samples if s.get("weight", 1.0) > 0]}
+        return {"clips": [{k: s[k] for k in self.KEYS if k in s} for s in samples if s.get("weight", 1.0) > 0]}

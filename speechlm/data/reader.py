@@ -171,6 +171,10 @@ class PlanDataset(torch.utils.data.IterableDataset):
                     out[g] = got[key]
         return out
 
+    def _moves_time(self) -> bool:
+        a = self.augment
+        return a is not None and a.enabled and a.cfg.speed.prob > 0 and set(a.cfg.speed.factors) != {1.0}
+
     def _sample(self, gid: int, members: dict[int, dict], stats: Counter) -> dict | None:
         s, clip_id = self.catalog.locate(gid)
         m = members.get(gid)
@@ -192,7 +196,12 @@ class PlanDataset(torch.utils.data.IterableDataset):
             shortest = getattr(self.collator, "min_samples", 0)
             if len(wave) < shortest:
                 raise audio_io.AudioError(f"{len(wave)} samples, fewer than the {shortest} the features need")
-            return {"id": clip_id, "text": str(meta["text"]), "audio": wave}
+            sample = {"id": clip_id, "text": str(meta["text"]), "audio": wave}
+            # true word times (a timed shard set), what boundary scoring reads; a speed change
+            # would move them, so they are left out of clips augmented that way
+            if "words" in meta and not self._moves_time():
+                sample["words"] = meta["words"]
+            return sample
         except (audio_io.AudioError, ValueError, KeyError, TypeError) as e:
             stats["bad_clips"] += 1
             log.warning(

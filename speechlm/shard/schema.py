@@ -13,6 +13,7 @@ from speechlm.config import REPO_ROOT, ConfigError, build, find_recipe, load_tre
 from speechlm.shard import sources
 from speechlm.shard.sources import SPLITS
 from speechlm.shard.synthetic import SyntheticConfig
+from speechlm.shard.timed import TimedConfig
 
 SHARD_RECIPES = REPO_ROOT / "shards"
 
@@ -48,6 +49,9 @@ class Source:
     # None: re-case when every label is all-lowercase or all-uppercase; True/False force it
     truecase: bool | None = None
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    # kind timed only (speechlm.shard.timed); null for every other kind, and then left out of the
+    # fingerprint, so recipes written before it keep theirs
+    timed: TimedConfig | None = None
     # hf: null streams a hub id or parquet folder file by file and reads a save_to_disk folder in
     # place; false: map mode (load_dataset downloads and caches it all first); true: force streaming
     stream: bool | None = None
@@ -103,6 +107,8 @@ class ShardRecipe:
             if s.weight <= 0:
                 raise ConfigError(f"{key}.weight: must be > 0, got {s.weight}")
             sources.source_type(s.kind, f"{key}.kind").validate(s, key)
+            if s.timed is not None and s.kind != "timed":
+                raise ConfigError(f"{key}.timed: only a source of kind timed reads this section (kind is '{s.kind}')")
             if s.text_column is None and not s.keep_empty:
                 raise ConfigError(f"{key}.text_column: null (no labels) needs keep_empty: true")
             for j, f in enumerate(s.filters):
@@ -143,4 +149,7 @@ def fingerprint(recipe: ShardRecipe) -> str:
     """Hash of everything that decides the output bytes (the worker count does not)."""
     d = dataclasses.asdict(recipe)
     d.pop("workers")
+    for s in d["sources"]:
+        if s.get("timed") is None:
+            s.pop("timed", None)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()

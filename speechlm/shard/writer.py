@@ -66,7 +66,7 @@ def process_chunk(task: dict) -> dict:
         get = lambda ref: sources.of(src).fetch(src, ref)  # noqa: E731
     for cid, oid, text, ref in task["rows"]:
         try:
-            wave = get(ref)
+            wave, labels = _audio_and_labels(get(ref))
         except audio.AudioError as e:
             drops[N.UNDECODABLE] = drops.get(N.UNDECODABLE, 0) + 1
             if len(errors) < MAX_ERRORS_KEPT:
@@ -78,22 +78,28 @@ def process_chunk(task: dict) -> dict:
             drops[reason] = drops.get(reason, 0) + 1
             continue
         flac = audio.encode_flac(wave)
-        clips.append(
-            {
-                "id": cid,
-                "orig_id": oid,
-                "text": text,
-                "duration": round(seconds, 6),
-                "offset": offset,
-                "length": len(flac),
-            }
-        )
+        clip = {
+            "id": cid,
+            "orig_id": oid,
+            "text": text,
+            "duration": round(seconds, 6),
+            "offset": offset,
+            "length": len(flac),
+        }
+        if labels:
+            clip["labels"] = labels
+        clips.append(clip)
         blob.append(flac)
         offset += len(flac)
     meta = {"clips": clips, "drops": drops, "errors": errors, "rows": len(task["rows"])}
     atomic_write(Path(task["blob"]), b"".join(blob))
     atomic_write(meta_path, dumps(meta))  # last: its presence marks the chunk complete
     return meta
+
+
+def _audio_and_labels(got) -> tuple:
+    """A source's fetch gives audio, or (audio, labels made with it) (SourceType.fetch)."""
+    return got if isinstance(got, tuple) else (got, None)
 
 
 # --------------------------------------------------------------------------- stage 2
@@ -115,7 +121,16 @@ def plan_shards(clips: list[dict], source: str, shard_clips: int, shard_bytes: i
 
 
 def clip_json(c: dict, source: str) -> dict:
-    return {"id": c["id"], "text": c["text"], "duration": c["duration"], "source": source, "orig_id": c["orig_id"]}
+    """A clip's JSON member: the fixed keys, plus any labels its source made with the audio (which
+    can't replace a fixed key)."""
+    return {
+        **c.get("labels", {}),
+        "id": c["id"],
+        "text": c["text"],
+        "duration": c["duration"],
+        "source": source,
+        "orig_id": c["orig_id"],
+    }
 
 
 def write_shard(task: dict) -> str:

@@ -7,6 +7,6 @@ import line below (a type defined elsewhere, e.g. in a test, needs only the `reg
 from speechlm.shard.sources.base import SPLITS, SourceType, fields, kinds, of, register, source_type
 
 # the built-in types register themselves on import
-from speechlm.shard.sources import hf, librispeech, manifest, synthetic  # noqa: E402,F401  isort: skip
+from speechlm.shard.sources import hf, librispeech, manifest, synthetic, timed  # noqa: E402,F401  isort: skip
 
 __all__ = ["SPLITS", "SourceType", "fields", "kinds", "of", "register", "source_type"]

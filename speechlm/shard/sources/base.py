@@ -53,8 +53,10 @@ class SourceType:
         "file" and "groups" (rows per parquet row group) for a streamed unit."""
         raise NotImplementedError
 
-    def fetch(self, src, ref) -> np.ndarray:
-        """16 kHz mono float32 audio for a row; AudioError when it cannot be had (a counted drop)."""
+    def fetch(self, src, ref) -> np.ndarray | tuple[np.ndarray, dict]:
+        """16 kHz mono float32 audio for a row; AudioError when it cannot be had (a counted drop).
+        A type whose labels are made with the audio returns (audio, labels): the labels' keys are
+        written into the clip's JSON beside "text" (kind timed: "words")."""
         raise NotImplementedError
 
     def estimate_bytes(self, src: dict) -> int | None:
