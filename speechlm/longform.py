@@ -341,34 +341,71 @@ def transcribe_long(
     window texts are joined in order. A window shorter than `min_samples` (a sliver at the end) is
     dropped: it holds no speech the previous window did not end with. `"segments"` transcribes no
     range of silence alone (`segment_windows`)."""
+    settings = (threshold_db, min_pause_seconds, merge_seconds, keep_before_seconds, keep_after_seconds)
+    spans, outs = transcribe_windows(
+        transcribe_batch, waves, window_seconds, strategy, overlap_seconds, batch_size, min_samples, *settings
+    )
+    return [join(texts, strategy) for texts in outs]
+
+
+def transcribe_windows(
+    transcribe_batch: Callable[[list[np.ndarray]], list],
+    waves: Sequence[np.ndarray],
+    window_seconds: float,
+    strategy: str = DEFAULT_STRATEGY,
+    overlap_seconds: float = 2.0,
+    batch_size: int = 16,
+    min_samples: int = FRAME,
+    threshold_db: float = THRESHOLD_DB,
+    min_pause_seconds: float = MIN_PAUSE_SECONDS,
+    merge_seconds: float = MERGE_SECONDS,
+    keep_before_seconds: float = KEEP_BEFORE_SECONDS,
+    keep_after_seconds: float = KEEP_AFTER_SECONDS,
+) -> tuple[list[list[tuple[int, int]]], list[list]]:
+    """(per clip its windows' (start, end) samples, per clip what `transcribe_batch` gave each window, in
+    order): the cut and the length-sorted batches of `transcribe_long`, before any joining."""
     if strategy not in STRATEGIES:
         raise ValueError(f"long-form strategy must be one of {STRATEGIES}, got {strategy!r}")
     keep = (keep_before_seconds, keep_after_seconds)
     check_segment_settings(window_seconds, threshold_db, min_pause_seconds, merge_seconds, *keep)
-    pieces: list[tuple[int, int, np.ndarray]] = []  # (clip, window index, samples)
-    counts = []
-    for c, w in enumerate(waves):
-        spans = clip_spans(
-            np.asarray(w),
-            strategy,
-            window_seconds,
-            overlap_seconds,
-            min_samples,
-            threshold_db,
-            min_pause_seconds,
-            merge_seconds,
-            *keep,
-        )
-        counts.append(len(spans))
-        pieces += [(c, i, w[s:e]) for i, (s, e) in enumerate(spans)]
+    cut = (threshold_db, min_pause_seconds, merge_seconds, *keep)
+    spans = [clip_spans(np.asarray(w), strategy, window_seconds, overlap_seconds, min_samples, *cut) for w in waves]
+    pieces = [(c, i, waves[c][s:e]) for c, clip in enumerate(spans) for i, (s, e) in enumerate(clip)]
     order = sorted(range(len(pieces)), key=lambda k: -len(pieces[k][2]))  # longest first: an OOM shows at once
-    texts: list[str] = [""] * len(pieces)
+    results: list = [None] * len(pieces)
     for b in range(0, len(order), batch_size):
         idx = order[b : b + batch_size]
-        for k, t in zip(idx, transcribe_batch([pieces[k][2] for k in idx])):
-            texts[k] = t
-    out, k = [], 0
-    for n in counts:
-        out.append(join(texts[k : k + n], strategy))
-        k += n
-    return out
+        for k, r in zip(idx, transcribe_batch([pieces[k][2] for k in idx])):
+            results[k] = r
+    outs, k = [], 0
+    for clip in spans:
+        outs.append(results[k : k + len(clip)])
+        k += len(clip)
+    return spans, outs
+
+
+def timed_clip(spans: Sequence[tuple[int, int]], outs: Sequence[dict], strategy: str) -> dict:
+    """One clip's {"text", "segments", "words"} from its windows and their {"text", "words"} results (word
+    times in the window): times move to the recording's clock; an unplaced word stays unplaced. With
+    overlapping windows a word is kept by the window whose share of the recording it starts in (cut in
+    the middle of each overlap), so no word is counted twice."""
+    texts = [o["text"] for o in outs]
+    bounds = [(s / SAMPLE_RATE, e / SAMPLE_RATE) for s, e in spans]
+    owned = [(-np.inf, np.inf)] * len(bounds)
+    if strategy == "overlap":
+        mids = [(bounds[i][1] + bounds[i + 1][0]) / 2 for i in range(len(bounds) - 1)]
+        owned = list(zip([-np.inf, *mids], [*mids, np.inf]))
+    words, segments = [], []
+    for (start, end), (lo, hi), o in zip(bounds, owned, outs):
+        mine = []
+        for w in o.get("words", []):
+            moved = dict(w)
+            if w["start"] is not None:
+                moved["start"], moved["end"] = round(start + w["start"], 4), round(start + w["end"], 4)
+                if not lo <= moved["start"] < hi:
+                    continue
+            mine.append(moved)
+        words += mine
+        if o["text"].strip():
+            segments.append({"start": start, "end": end, "text": o["text"].strip(), "words": mine})
+    return {"text": join(texts, strategy), "segments": segments, "words": words}

@@ -124,6 +124,7 @@ MODELLING_LAYER = [
     "model/projector.py",
     "model/loss.py",
     "model/generation.py",
+    "model/align.py",
     "model/encoders/base.py",
     "model/encoders/granite.py",
     "model/encoders/whisper.py",

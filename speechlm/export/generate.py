@@ -47,6 +47,7 @@ VERBATIM = {
     "speechlm_text.py": "speechlm.text",
     "speechlm_longform.py": "speechlm.longform",
     "speechlm_generation.py": "speechlm.model.generation",
+    "speechlm_align.py": "speechlm.model.align",
 }
 
 HEADER = '''\
@@ -60,8 +61,10 @@ import logging
 
 {imports}
 
+from . import speechlm_align as align
 from . import speechlm_generation as generation
 from . import speechlm_text as text
+from .speechlm_align import Word  # noqa: F401  (names the sibling for transformers' remote-code loader)
 from .speechlm_generation import token_budget  # noqa: F401  (names the sibling for transformers' remote-code loader)
 from .speechlm_text import prompt_ids  # noqa: F401  (names the sibling for transformers' remote-code loader)
 

@@ -17,7 +17,7 @@ from transformers import StoppingCriteriaList
 
 from speechlm import text
 
-from . import generation
+from . import align, generation
 from .loss import ChunkedCrossEntropy, TokenLoss
 from .projector import Projector, pooled_length
 
@@ -180,19 +180,50 @@ class SpeechLM(nn.Module):
     # ------------------------------------------------------------------ inference
     @torch.no_grad()
     def transcribe(
-        self, waves: list[np.ndarray], max_new_tokens: int | None = None, num_beams: int = 1, details: bool = False
+        self,
+        waves: list[np.ndarray],
+        max_new_tokens: int | None = None,
+        num_beams: int = 1,
+        details: bool = False,
+        timestamps: bool = False,
     ) -> list:
-        """Texts for 16 kHz waves; with `details`, dicts that also say whether the token budget or
-        the loop rule stopped each clip (speechlm.model.generation)."""
+        """Texts for 16 kHz waves. With `details`, dicts that also say whether the token budget or the
+        loop rule stopped each clip (speechlm.model.generation); with `timestamps`, dicts whose "words"
+        give each word's start and end (seconds in the clip) and confidence, force-aligned on the CTC
+        head over the very frames the prompt was built from (speechlm.model.align)."""
         device = next(self.projector.parameters()).device
         feats, mask = self.features(waves)
         feats, mask = feats.to(device), mask.to(device)
-        counts = self.audio_lengths(mask).tolist()
+        eot, pad = text.end_of_turn_id(self.tokenizer), self.tokenizer.pad_token_id
+        was_training = self.training
+        self.eval()
+        try:
+            with self._autocast(device):
+                projected = self.encode_audio(feats, mask)
+                rows, stops = self._generate(waves, feats, mask, projected, max_new_tokens, num_beams, eot)
+        finally:
+            self.train(was_training)
+        cut = stops[1].cut if len(stops) > 1 else [None] * len(rows)
+        hit = stops[0].hit if stops else [False] * len(rows)
+        kept = [row[:c] if c is not None else row for row, c in zip(rows, cut)]
+        texts = [self.tokenizer.decode(row, skip_special_tokens=True).strip() for row in kept]
+        if not (details or timestamps):
+            return texts
+        n_new = [next((i for i, tok in enumerate(row) if tok in (eot, pad)), len(row)) for row in kept]
+        out = [
+            {"text": t, "tokens": n, "capped": h, "loop": c is not None} for t, n, h, c in zip(texts, n_new, hit, cut)
+        ]
+        if timestamps:
+            for o, words in zip(out, self.word_times(projected, [row[:n] for row, n in zip(kept, n_new)])):
+                o["words"] = words
+        return out
+
+    def _generate(self, waves, feats, mask, projected, max_new_tokens, num_beams, eot) -> tuple[list, list]:
+        """(new token rows, the stopping rules that ran): greedy or beam generation after each clip's prompt."""
         prompts = [
             text.prompt_ids(self.tokenizer, n, self.cfg.prompt, self.cfg.audio_token, self.cfg.system_prompt)
-            for n in counts
+            for n in projected[1].tolist()
         ]
-        eot = text.end_of_turn_id(self.tokenizer)
         budgets = generation.token_budget(
             [len(w) / 16000 for w in waves],
             self.cfg.tokens_per_second,
@@ -206,38 +237,33 @@ class SpeechLM(nn.Module):
         width = max(map(len, prompts))
         pad = self.tokenizer.pad_token_id
         # left padding so every row's generation starts right after its prompt
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
-        attn = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-        was_training = self.training
-        self.eval()
-        try:
-            with self._autocast(device):
-                embeds = self.embed(ids, feats, mask)
-                out = self.decoder.generate(
-                    inputs_embeds=embeds,
-                    attention_mask=attn,
-                    max_new_tokens=max(budgets),
-                    num_beams=num_beams,
-                    do_sample=False,
-                    eos_token_id=eot,
-                    pad_token_id=pad,
-                    stopping_criteria=StoppingCriteriaList(stops),
-                )
-        finally:
-            self.train(was_training)
-        # with inputs_embeds only, generate returns just the new tokens
-        rows = out.tolist()
-        cut = stops[1].cut if len(stops) > 1 else [None] * len(rows)
-        hit = stops[0].hit if stops else [False] * len(rows)
-        kept = [row[:c] if c is not None else row for row, c in zip(rows, cut)]
-        texts = [self.tokenizer.decode(row, skip_special_tokens=True).strip() for row in kept]
-        if not details:
-            return texts
-        ends = {eot, pad}
-        n_new = [next((i for i, tok in enumerate(row) if tok in ends), len(row)) for row in kept]
-        return [
-            {"text": t, "tokens": n, "capped": h, "loop": c is not None} for t, n, h, c in zip(texts, n_new, hit, cut)
-        ]
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=feats.device)
+        attn = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=feats.device)
+        out = self.decoder.generate(
+            inputs_embeds=self.embed(ids, feats, mask, projected),
+            attention_mask=attn,
+            max_new_tokens=max(budgets),
+            num_beams=num_beams,
+            do_sample=False,
+            eos_token_id=eot,
+            pad_token_id=pad,
+            stopping_criteria=StoppingCriteriaList(stops),
+        )
+        return out.tolist(), stops  # with inputs_embeds only, generate returns just the new tokens
+
+    def word_times(self, projected, token_rows: list[list[int]]) -> list[list[dict]]:
+        """Per clip, the words of its generated tokens with {"text", "start", "end", "confidence"}: the
+        tokens force-aligned on the CTC head's posteriors over `projected` frames (speechlm.model.align)."""
+        proj, lengths = projected
+        table = torch.cat(
+            [self._base_lm().get_input_embeddings().weight.detach().float(), self.projector.ctc_blank.float()[None]]
+        )
+        logp = [lp.cpu() for lp in align.ctc_log_posteriors(proj, lengths, table)]
+        special = set(self.tokenizer.all_special_ids)
+        ids = [[t for t in row if t not in special] for row in token_rows]
+        frame_s = align.frame_seconds(self.family, self.cfg.projector_pool_stride)
+        words = align.align_words_batch(logp, ids, self.tokenizer, frame_s, table.shape[0] - 1)
+        return [[w.to_dict() for w in clip] for clip in words]
 
     # ------------------------------------------------------------------ optimizer and reporting
     def parameter_groups(self, tcfg) -> list[dict]:
