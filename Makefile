@@ -29,7 +29,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	@# CPU machines get the pinned CPU wheel; a CUDA image keeps its own torch.
 	@if ! command -v nvidia-smi >/dev/null 2>&1; then $(PY) -m pip install -q torch==2.13.0; fi
-	$(PY) -m pip install -q -e '.[dev]'
+	@# dev: tests and lint; serve: the server's stack (its tests run in make test)
+	$(PY) -m pip install -q -e '.[dev,serve]'
 ifneq ($(CUDA),)
 	@# a CUDA machine: the [gpu] extra, one kernel at a time; one that fails is reported and set-up goes on
 	bash launch/install_gpu_kernels.sh $(PY)  # pip install the [gpu] extra: liger-kernel flash-linear-attention causal-conv1d flash-attn

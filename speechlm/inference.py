@@ -4,6 +4,8 @@ loading with clear errors, the `max_seconds` bound, and windowed, sorted, batche
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from speechlm import audio, longform
@@ -89,6 +91,45 @@ def load_clip(src, name: str, max_seconds: float | None = MAX_SECONDS) -> np.nda
     return wave
 
 
+def batch_transcriber(model, stops: dict | None = None) -> Callable[[list[np.ndarray]], list[str]]:
+    """The texts of one batch of windows (`SpeechLM.transcribe`), as `transcribe_waves` batches them;
+    `stops`, if given, counts the windows whose generation ended on the token budget ("capped") or the
+    loop rule ("loops_truncated") rather than on end-of-turn."""
+
+    def batch(ws: list[np.ndarray]) -> list[str]:
+        outs = model.transcribe(ws, details=True)
+        if stops is not None:
+            stops["capped"] = stops.get("capped", 0) + sum(bool(o["capped"]) for o in outs)
+            stops["loops_truncated"] = stops.get("loops_truncated", 0) + sum(bool(o["loop"]) for o in outs)
+        return [o["text"] for o in outs]
+
+    return batch
+
+
+def clip_spans(
+    model,
+    wave: np.ndarray,
+    window: float | None = None,
+    strategy: str = longform.DEFAULT_STRATEGY,
+    overlap_seconds: float = 2.0,
+    threshold_db: float = longform.THRESHOLD_DB,
+    min_pause_seconds: float = longform.MIN_PAUSE_SECONDS,
+    merge_seconds: float = longform.MERGE_SECONDS,
+) -> list[tuple[int, int]]:
+    """The (start, end) sample ranges of one 16 kHz clip that `transcribe_waves` transcribes with the
+    same settings (their texts, in order, joined by `longform.join`, are its transcript)."""
+    return longform.clip_spans(
+        np.asarray(wave),
+        strategy,
+        window_seconds(model, window),
+        overlap_seconds,
+        model.features.min_samples,
+        threshold_db,
+        min_pause_seconds,
+        merge_seconds,
+    )
+
+
 def transcribe_waves(
     model,
     waves: list[np.ndarray],
@@ -105,16 +146,8 @@ def transcribe_waves(
     given, counts the windows whose generation ended on the token budget ("capped") or the loop rule
     ("loops_truncated") rather than on end-of-turn. The last three settings are `"segments"`'
     (`speechlm.longform.segment_windows`)."""
-
-    def batch(ws: list[np.ndarray]) -> list[str]:
-        outs = model.transcribe(ws, details=True)
-        if stops is not None:
-            stops["capped"] = stops.get("capped", 0) + sum(bool(o["capped"]) for o in outs)
-            stops["loops_truncated"] = stops.get("loops_truncated", 0) + sum(bool(o["loop"]) for o in outs)
-        return [o["text"] for o in outs]
-
     return longform.transcribe_long(
-        batch,
+        batch_transcriber(model, stops),
         waves,
         window_seconds(model, window),
         strategy=strategy,

@@ -273,6 +273,46 @@ def windows(
     raise ValueError(f"long-form strategy must be one of {STRATEGIES}, got {strategy!r}")
 
 
+def clip_spans(
+    wave: np.ndarray,
+    strategy: str,
+    window_seconds: float,
+    overlap_seconds: float = 2.0,
+    min_samples: int = FRAME,
+    threshold_db: float = THRESHOLD_DB,
+    min_pause_seconds: float = MIN_PAUSE_SECONDS,
+    merge_seconds: float = MERGE_SECONDS,
+    keep_before_seconds: float = KEEP_BEFORE_SECONDS,
+    keep_after_seconds: float = KEEP_AFTER_SECONDS,
+) -> list[tuple[int, int]]:
+    """The (start, end) ranges of one clip that `transcribe_long` transcribes, in order: `windows`
+    less those shorter than `min_samples` (a sliver at the end; a clip made only of slivers keeps its
+    first). A server that batches the ranges of many requests itself cuts with this, as transcribe_long does."""
+    spans = windows(
+        wave,
+        strategy,
+        window_seconds,
+        overlap_seconds,
+        threshold_db,
+        min_pause_seconds,
+        merge_seconds,
+        keep_before_seconds,
+        keep_after_seconds,
+    )
+    return [s for s in spans if s[1] - s[0] >= min_samples] or spans[:1]
+
+
+def timed_texts(spans: Sequence[tuple[int, int]], texts: Sequence[str]) -> list[dict]:
+    """Subtitle-style segments of one clip: {"start", "end" (seconds), "text"} for each range that
+    `clip_spans` gave and its window's text, those with no text left out. With `"overlap"` windows
+    the segments overlap in time and in words (`join` merges them; the segments do not)."""
+    return [
+        {"start": s / SAMPLE_RATE, "end": e / SAMPLE_RATE, "text": t.strip()}
+        for (s, e), t in zip(spans, texts)
+        if t.strip()
+    ]
+
+
 def join(texts: Sequence[str], strategy: str) -> str:
     if strategy == "overlap":
         words: list[str] = []
@@ -308,17 +348,17 @@ def transcribe_long(
     pieces: list[tuple[int, int, np.ndarray]] = []  # (clip, window index, samples)
     counts = []
     for c, w in enumerate(waves):
-        spans = windows(
+        spans = clip_spans(
             np.asarray(w),
             strategy,
             window_seconds,
             overlap_seconds,
+            min_samples,
             threshold_db,
             min_pause_seconds,
             merge_seconds,
             *keep,
         )
-        spans = [s for s in spans if s[1] - s[0] >= min_samples] or spans[:1]
         counts.append(len(spans))
         pieces += [(c, i, w[s:e]) for i, (s, e) in enumerate(spans)]
     order = sorted(range(len(pieces)), key=lambda k: -len(pieces[k][2]))  # longest first: an OOM shows at once

@@ -143,3 +143,30 @@ def test_freeze_flag_combinations():
     assert torch.equal(before["projector.linear1.weight"], after["projector.linear1.weight"])
     assert {g["name"] for g in m.parameter_groups(cfg.training)} >= {"encoder", "decoder"}
     assert not m.encoder.training  # unfrozen, still eval mode (BatchNorm statistics fixed)
+
+
+def test_training_steps_add_the_ctc_head_loss_and_eval_does_not():
+    """training.ctc_weight: a training step's loss is the LM loss plus w x the CTC head's loss on the same
+    projected frames; evaluation (and inference) reports the LM loss alone."""
+    from speechlm.model.ctc import projected_ctc_loss
+
+    m = build_model(tiny_config(ctc_weight=0.5))
+    b = batch(m, waves())
+    with torch.no_grad():
+        with m._autocast(torch.device("cpu")):  # the projection in bf16 as in the step, the head in fp32
+            projected = m.encode_audio(b["input_features"], b["feature_mask"])
+        ctc = projected_ctc_loss(m, *projected, b["labels"])[0]
+    with torch.no_grad():
+        m.eval()
+        eval_loss = m(**b).loss
+        m.train()
+        torch.manual_seed(0)  # LoRA dropout: the same draws for both training forwards
+        both = m(**b).loss
+        m.ctc_weight = 0.0
+        torch.manual_seed(0)
+        lm = m(**b).loss
+    assert ctc > 0 and both == pytest.approx((lm + 0.5 * ctc).item(), rel=1e-5)
+    m.eval()
+    m.ctc_weight = 0.5
+    with torch.no_grad():
+        assert m(**b).loss == eval_loss  # evaluation: the LM loss alone

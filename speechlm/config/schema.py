@@ -131,6 +131,9 @@ class TrainingConfig:
     # the first N optimizer steps train the projector alone by CTC over the decoder's vocabulary
     # (speechlm.model.ctc): no decoder forward, a fraction of an LM step's cost
     ctc_warmup_steps: int = 0
+    # after the warm start, the CTC head keeps training beside the LM loss, weighted by this: it is what
+    # word timestamps are aligned on (speechlm.model.align); 0 turns it off
+    ctc_weight: float = 0.3
     # at every evaluation after the CTC warm start, also transcribe this many clips of each eval set
     # and log WER per part of the built-in corpora (eval/wer/<part>, eval/empty_share/nonspeech)
     eval_transcribe_clips: int = 0
@@ -214,6 +217,7 @@ class Config:
             "training.encoder_learning_rate": t.encoder_learning_rate,
             "training.warmup_steps": t.warmup_steps,
             "training.ctc_warmup_steps": t.ctc_warmup_steps,
+            "training.ctc_weight": t.ctc_weight,
             "training.eval_transcribe_clips": t.eval_transcribe_clips,
             "training.weight_decay": t.weight_decay,
             "training.max_grad_norm": t.max_grad_norm,

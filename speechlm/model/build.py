@@ -84,7 +84,16 @@ def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict, family) 
     ).to(parts.DTYPES[mcfg.projector_dtype])
     projector.requires_grad_(trainable["projector"])
     model = SpeechLM(
-        mcfg, encoder, projector, decoder, tokenizer, family, trainable, bf16=tcfg.bf16, loss=make_loss(tcfg)
+        mcfg,
+        encoder,
+        projector,
+        decoder,
+        tokenizer,
+        family,
+        trainable,
+        bf16=tcfg.bf16,
+        loss=make_loss(tcfg),
+        ctc_weight=tcfg.ctc_weight,
     )
     if tcfg.gradient_checkpointing:
         # non-reentrant: gradients reach LoRA and the projector even though the frozen embedding's

@@ -8,7 +8,9 @@ token being spoken, so that from its first LM step the decoder reads something c
 (LegoSLM, arXiv 2505.11352, feeds an LLM CTC posteriors over its vocabulary; CTC-assisted LLM ASR
 does the like). A step costs the encoder, the projector and one [frames x vocabulary] product: on
 the demo's shape a fraction of an LM step (docs/benchmarks.md). `training.ctc_warmup_steps` runs
-the first steps of a run with this loss alone.
+the first steps of a run with this loss alone; after them `training.ctc_weight` keeps it beside the
+LM loss (on the projected frames the LM step computed anyway), so the head stays trained for word
+timestamps (speechlm.model.align).
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ def ctc_loss(model, input_features, feature_mask, labels, weight=None):
     transcripts, over the decoder's vocabulary. A clip with an empty transcript (non-speech) is
     taught all-blank."""
     proj, lengths = model.encode_audio(input_features, feature_mask)
+    return projected_ctc_loss(model, proj, lengths, labels, weight)
+
+
+def projected_ctc_loss(model, proj, lengths, labels, weight=None):
+    """ctc_loss from projected frames the caller already has (the LM step's auxiliary loss)."""
     emb = model._base_lm().get_input_embeddings()
     with _gathered(emb.weight):
         table = F.normalize(emb.weight.detach().float(), dim=-1)

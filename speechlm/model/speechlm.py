@@ -42,6 +42,7 @@ class SpeechLM(nn.Module):
         trainable: dict,
         bf16: bool = True,
         loss: TokenLoss | None = None,
+        ctc_weight: float = 0.0,
     ):
         super().__init__()
         self.cfg = cfg
@@ -55,6 +56,7 @@ class SpeechLM(nn.Module):
         self.audio_token_id = text.audio_token_id(tokenizer, cfg.audio_token) if tokenizer is not None else None
         self.bf16 = bf16
         self.loss = loss or ChunkedCrossEntropy()  # training.loss: per-token losses over label positions
+        self.ctc_weight = ctc_weight  # training.ctc_weight: the CTC head's auxiliary loss in training steps
         self.calibration: dict | None = None
         self.train(False)
 
@@ -101,13 +103,14 @@ class SpeechLM(nn.Module):
             )
         return proj, lengths
 
-    def embed(self, input_ids, input_features, feature_mask) -> torch.Tensor:
-        """Text embeddings with the audio placeholders replaced by projected audio."""
+    def embed(self, input_ids, input_features, feature_mask, projected=None) -> torch.Tensor:
+        """Text embeddings with the audio placeholders replaced by projected audio (`projected`: the
+        (projected, lengths) of encode_audio when the caller has them already)."""
         is_audio = input_ids == self.audio_token_id
         # `<audio>` has no embedding row of its own (the decoder's vocabulary stays its base model's):
         # its places are looked up as id 0 and then overwritten with the projected audio
         embeds = self._base_lm().get_input_embeddings()(input_ids.masked_fill(is_audio, 0))
-        proj, lengths = self.encode_audio(input_features, feature_mask)
+        proj, lengths = projected if projected is not None else self.encode_audio(input_features, feature_mask)
         placeholders = is_audio.sum(-1)
         if not torch.equal(placeholders.cpu(), lengths.cpu()):
             raise ValueError(
@@ -120,14 +123,14 @@ class SpeechLM(nn.Module):
         return embeds.masked_scatter(is_audio.unsqueeze(-1), audio)
 
     # ------------------------------------------------------------------ training forward
-    def label_hidden(self, input_features, feature_mask, input_ids, attention_mask, labels):
+    def label_hidden(self, input_features, feature_mask, input_ids, attention_mask, labels, projected=None):
         """Decoder states only where there is a label: (hidden [N, H], targets [N], row of each [N]).
 
         Position t predicts labels[t + 1]; selecting those positions before the LM head makes
         logits memory scale with transcript tokens, not sequence length x vocabulary.
         """
         with self._autocast(input_ids.device):
-            embeds = self.embed(input_ids, input_features, feature_mask)
+            embeds = self.embed(input_ids, input_features, feature_mask, projected)
             hidden = self._base_lm().get_decoder()(
                 inputs_embeds=embeds, attention_mask=attention_mask, use_cache=False
             )[0]
@@ -151,7 +154,15 @@ class SpeechLM(nn.Module):
 
             loss, num = ctc_loss(self, input_features, feature_mask, labels, weight)
             return Output(loss=loss, num_tokens=num)
-        hidden, targets, rows = self.label_hidden(input_features, feature_mask, input_ids, attention_mask, labels)
+        # training steps also teach the CTC head (training.ctc_weight), on the frames the LM step projects
+        aux = self.training and self.ctc_weight > 0
+        projected = None
+        if aux:
+            with self._autocast(input_ids.device):
+                projected = self.encode_audio(input_features, feature_mask)
+        hidden, targets, rows = self.label_hidden(
+            input_features, feature_mask, input_ids, attention_mask, labels, projected
+        )
         with self._autocast(input_ids.device):
             ce = self.loss(self._base_lm().get_output_embeddings(), hidden, targets)
         if weight is None:
@@ -160,6 +171,10 @@ class SpeechLM(nn.Module):
         num = w.sum()
         # an all-padding batch (weights 0) still runs every module and returns a zero loss with a graph
         loss = (ce * w).sum() / num if num > 0 else (ce * w).sum()
+        if aux:
+            from .ctc import projected_ctc_loss  # training only, as above
+
+            loss = loss + self.ctc_weight * projected_ctc_loss(self, *projected, labels, weight)[0]
         return Output(loss=loss, num_tokens=num.detach())
 
     # ------------------------------------------------------------------ inference

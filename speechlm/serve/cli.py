@@ -1,0 +1,164 @@
+"""`python -m speechlm.serve MODEL`: serve a model behind OpenAI's transcription API."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import time
+
+import uvicorn
+
+from speechlm.config import cli_errors
+from speechlm.serve.app import create_app
+from speechlm.serve.batcher import Batcher
+from speechlm.serve.config import API_KEY_ENV, MAX_SECONDS, MAX_UPLOAD_MB, ServeConfig
+from speechlm.serve.engine import Engine, add_long_form_args, check_long_form_args, long_form_settings
+
+log = logging.getLogger("speechlm.serve")
+
+EXAMPLES = f"""\
+examples:
+  python -m speechlm.serve outputs/demo                      # http://127.0.0.1:8000, model name "demo"
+  python -m speechlm.serve outputs/RUN/checkpoints/step-2000/model --host 0.0.0.0 --port 8000 --max-batch 32
+  {API_KEY_ENV}=KEY python -m speechlm.serve user/my-asr --served-model-name whisper-1
+
+  curl http://127.0.0.1:8000/v1/audio/transcriptions -H "Authorization: Bearer KEY" \\
+       -F file=@meeting.flac -F model=demo -F response_format=srt
+
+MODEL is whatever `python -m speechlm.transcribe -m` takes: an export folder, a checkpoint step-N, a run
+folder (its latest checkpoint) or a Hub id. Audio is cut and transcribed as transcribe does it (the same
+long-form flags); the segments of concurrent requests share the model's batches.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m speechlm.serve",
+        description="Serve a speechlm model behind OpenAI's transcription API (POST /v1/audio/transcriptions).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("model", help="export folder, checkpoint, run folder or Hub id")
+    ap.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument(
+        "--served-model-name",
+        action="append",
+        default=None,
+        help="a `model` value clients may send (repeatable; default: the model folder's name)",
+    )
+    ap.add_argument(
+        "--api-key",
+        default=None,
+        help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV}; prefer the variable: "
+        "a flag shows in the process list)",
+    )
+    ap.add_argument("--max-batch", type=int, default=16, help="segments per model batch")
+    ap.add_argument(
+        "--max-per-request",
+        type=int,
+        default=4,
+        help="one request's segments per batch: lower keeps a long file's batches short, so short requests "
+        "wait less behind it; higher transcribes a lone long file faster",
+    )
+    ap.add_argument("--max-wait-ms", type=float, default=10.0, help="longest wait for a batch to fill")
+    ap.add_argument("--max-concurrent", type=int, default=64, help="requests at once; beyond it: 503 with Retry-After")
+    ap.add_argument("--max-upload-mb", type=float, default=MAX_UPLOAD_MB, help="larger uploads: 413")
+    ap.add_argument("--max-seconds", type=float, default=MAX_SECONDS, help="longer audio: 400")
+    ap.add_argument(
+        "--window-seconds", type=float, default=None, help="long audio is cut into segments of at most this"
+    )
+    add_long_form_args(ap)
+    ap.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=60.0,
+        help="on SIGTERM, how long requests in flight may take to finish (new ones get 503)",
+    )
+    ap.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return ap
+
+
+def config_from_args(args) -> ServeConfig:
+    cfg = ServeConfig(
+        model=args.model,
+        host=args.host,
+        port=args.port,
+        served_model_names=args.served_model_name or [],
+        api_key=args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV),
+        max_batch=args.max_batch,
+        max_per_request=args.max_per_request,
+        max_wait_ms=args.max_wait_ms,
+        max_concurrent=args.max_concurrent,
+        max_upload_mb=args.max_upload_mb,
+        max_seconds=args.max_seconds,
+        shutdown_timeout=args.shutdown_timeout,
+        window_seconds=args.window_seconds,
+        long_form=long_form_settings(args),
+    )
+    cfg.check()
+    check_long_form_args(args)
+    return cfg
+
+
+def _draining_server(state, shutdown_timeout: float):
+    class DrainingServer(uvicorn.Server):
+        """uvicorn's server with a drain before its graceful shutdown: the first SIGTERM (or Ctrl-C) marks
+        the server draining (new requests and /health: 503, so a load balancer moves on) while the listening
+        socket stays open; once no request is in flight, or `shutdown_timeout` has passed, uvicorn's own
+        shutdown runs. A second signal is uvicorn's (Ctrl-C twice: exit at once)."""
+
+        deadline: float | None = None
+
+        def handle_exit(self, sig, frame):
+            if state.draining:
+                return super().handle_exit(sig, frame)
+            state.draining = True
+            self.deadline = time.monotonic() + shutdown_timeout
+            log.info("%s: draining %d request(s) in flight", signal.Signals(sig).name, state.in_flight)
+
+        async def on_tick(self, counter: int) -> bool:
+            if state.draining and not self.should_exit:
+                if state.in_flight == 0 or time.monotonic() > self.deadline:
+                    if state.in_flight:
+                        log.warning("shutdown timeout: %d request(s) still in flight", state.in_flight)
+                    self.should_exit = True
+            return await super().on_tick(counter)
+
+    return DrainingServer
+
+
+@cli_errors
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    cfg = config_from_args(args)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    engine = Engine.load(cfg.model, cfg.window_seconds, cfg.long_form)
+    names = cfg.served_model_names or [Engine.default_name(cfg.model)]
+    batcher = Batcher(engine.transcribe_batch, cfg.max_batch, cfg.max_wait_ms / 1000, cfg.max_per_request)
+    app = create_app(cfg, engine, batcher, names)
+    uv = uvicorn.Config(
+        app,
+        host=cfg.host,
+        port=cfg.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=max(1, int(cfg.shutdown_timeout)),
+        lifespan="on",
+    )
+    server = _draining_server(app.state.serve, cfg.shutdown_timeout)(uv)
+    log.info(
+        "serving %s as %s on http://%s:%d (max batch %d, %d per request, max wait %g ms, max concurrent %d, "
+        "API key %s)",
+        cfg.model,
+        ", ".join(names),
+        cfg.host,
+        cfg.port,
+        cfg.max_batch,
+        cfg.max_per_request,
+        cfg.max_wait_ms,
+        cfg.max_concurrent,
+        "required" if cfg.api_key else "not required",
+    )
+    server.run()

@@ -1,0 +1,51 @@
+"""The server's settings (`python -m speechlm.serve --help` sets them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from speechlm.config import ConfigError
+
+API_KEY_ENV = "SPEECHLM_API_KEY"
+MAX_UPLOAD_MB = 25.0  # OpenAI's own limit for this endpoint
+MAX_SECONDS = 3600.0  # an hour of audio: a decoded request holds 230 MB of float32 at most
+
+
+@dataclass
+class ServeConfig:
+    model: str
+    host: str = "127.0.0.1"
+    port: int = 8000
+    served_model_names: list[str] = field(default_factory=list)  # the `model` values accepted; first: listed
+    api_key: str | None = field(default=None, repr=False)  # never printed, never logged
+    max_batch: int = 16
+    # one request's segments in one batch: a long file's batches stay short, so a newcomer soon gets in
+    max_per_request: int = 4
+    max_wait_ms: float = 10.0
+    max_concurrent: int = 64  # requests being read, queued or transcribed; beyond it: 503
+    max_upload_mb: float = MAX_UPLOAD_MB
+    max_seconds: float = MAX_SECONDS
+    shutdown_timeout: float = 60.0  # SIGTERM: how long requests in flight may take to finish
+    window_seconds: float | None = None  # as transcribe's --window-seconds
+    # the long-form cut, as transcribe's flags give it: strategy, threshold_db, min_pause_seconds,
+    # merge_seconds (speechlm.inference.long_form_settings; empty: transcribe's defaults)
+    long_form: dict = field(default_factory=dict)
+
+    def check(self) -> None:
+        for name in ("max_batch", "max_per_request", "max_concurrent"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        for name in ("max_wait_ms", "shutdown_timeout"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name):g}")
+        for name in ("max_upload_mb", "max_seconds"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name):g}")
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"--port must be in 1..65535, got {self.port}")
+        if self.api_key is not None and not self.api_key.strip():
+            raise ConfigError(f"--api-key (or {API_KEY_ENV}) is empty; leave it unset to serve without a key")
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 1024 * 1024)

@@ -1,0 +1,71 @@
+"""The server's one route into speechlm's inference: the model `transcribe` loads, the audio decoding
+it does, its long-form cut, its batch function and its join. Every import of the inference modules
+for the server is here, so that moving them touches this file alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from speechlm import longform
+from speechlm.config import ConfigError
+from speechlm.inference import (  # noqa: F401 -- the CLI takes transcribe's long-form flags from here
+    add_long_form_args,
+    batch_transcriber,
+    check_long_form_args,
+    clip_spans,
+    load_clip,
+    long_form_settings,
+)
+
+SAMPLE_RATE = longform.SAMPLE_RATE
+
+
+class BadAudio(ValueError):
+    """An upload that is no usable audio (undecodable, no samples, non-finite samples)."""
+
+
+class Engine:
+    """A loaded model and the cut that `speechlm.transcribe` would make with the same settings."""
+
+    def __init__(self, model, window_seconds: float | None = None, long_form: dict | None = None):
+        self.model = model
+        self.window_seconds = window_seconds
+        self.long_form = dict(long_form or {})
+        self.strategy = self.long_form.get("strategy", longform.DEFAULT_STRATEGY)
+        self.transcribe_batch: Callable[[list[np.ndarray]], list[str]] = batch_transcriber(model)
+        self.cut(np.zeros(SAMPLE_RATE, np.float32))  # bad settings fail at start-up, not on the first request
+
+    @classmethod
+    def load(cls, path: str, window_seconds: float | None = None, long_form: dict | None = None) -> Engine:
+        """Whatever `speechlm.transcribe -m` takes: an export folder, a checkpoint, a run dir, a Hub id."""
+        from speechlm.eval import load_model  # torch and transformers, once the arguments are checked
+
+        return cls(load_model(path), window_seconds, long_form)
+
+    @staticmethod
+    def default_name(path: str) -> str:
+        """The model name clients send: the folder's name (a Hub id as given)."""
+        p = Path(path)
+        return path if not p.exists() else p.resolve().name
+
+    def decode(self, data: bytes) -> np.ndarray:
+        """16 kHz mono float32 samples of an uploaded file, as `transcribe` decodes a file."""
+        try:
+            return load_clip(data, "file", None)
+        except ConfigError as e:
+            raise BadAudio(str(e)) from None
+
+    def cut(self, wave: np.ndarray) -> list[tuple[int, int]]:
+        """The (start, end) sample ranges `transcribe` transcribes of this clip."""
+        return clip_spans(self.model, wave, self.window_seconds, **self.long_form)
+
+    def join(self, texts: list[str]) -> str:
+        return longform.join(texts, self.strategy)
+
+    @staticmethod
+    def timed(spans: list[tuple[int, int]], texts: list[str]) -> list[dict]:
+        return longform.timed_texts(spans, texts)

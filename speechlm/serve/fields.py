@@ -1,0 +1,110 @@
+"""The form fields of `POST /v1/audio/transcriptions`, checked one by one; a bad one is a 4xx naming it.
+
+- `file` (required): the audio, any format libsndfile reads.
+- `model` (required): one of the served names (`--served-model-name`); another: 404 model_not_found.
+- `response_format`: json (default), text, srt, vtt, verbose_json.
+- `language`: absent or English (`en`, `en-US`, `english`); another: 400, as the model transcribes
+  English only and would not translate or transcribe another language.
+- `prompt`: accepted and ignored. The model's instruction is fixed in training; OpenAI's prompt is a
+  spelling and style hint that clients also fill with the previous chunk's text, so refusing it would
+  break them for no gain.
+- `temperature`: absent or 0 (greedy decoding, what `SpeechLM.transcribe` does); anything else: 400.
+- `timestamp_granularities[]`: `segment` is accepted (segments are always in verbose_json, srt and
+  vtt); `word`: 400 until word timestamps exist.
+- `stream`: absent or false; true: 400.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.datastructures import FormData, UploadFile
+
+from speechlm.serve.errors import APIError
+from speechlm.serve.formats import FORMATS
+
+GRANULARITIES = ("segment", "word")
+
+
+@dataclass
+class Fields:
+    file: UploadFile
+    model: str
+    response_format: str
+
+
+def _value(form: FormData, name: str) -> str | None:
+    value = form.get(name)
+    if isinstance(value, UploadFile):
+        raise APIError(400, f"'{name}' must be a plain form field, not a file", "invalid_value", name)
+    return value if value not in (None, "") else None
+
+
+def _file(form: FormData) -> UploadFile:
+    file = form.get("file")
+    if file is None:
+        raise APIError(400, "missing 'file': send the audio as a multipart/form-data file field", "missing", "file")
+    if not isinstance(file, UploadFile):
+        raise APIError(400, "'file' must be a file upload, not a text field", "invalid_value", "file")
+    return file
+
+
+def _model(form: FormData, names: list[str]) -> str:
+    model = _value(form, "model")
+    if model is None:
+        raise APIError(400, "missing 'model'", "missing", "model")
+    if model not in names:
+        msg = f"the model '{model}' does not exist; this server has {', '.join(names)}"
+        raise APIError(404, msg, "model_not_found", "model")
+    return model
+
+
+def _response_format(form: FormData) -> str:
+    fmt = _value(form, "response_format") or "json"
+    if fmt not in FORMATS:
+        msg = f"response_format '{fmt}' is not supported; use one of {', '.join(FORMATS)}"
+        raise APIError(400, msg, "unsupported_value", "response_format")
+    return fmt
+
+
+def _check_language(form: FormData) -> None:
+    lang = _value(form, "language")
+    if lang is not None and lang.lower().replace("_", "-").split("-")[0] not in ("en", "english"):
+        msg = f"language '{lang}' is not supported: this model transcribes English only ('en')"
+        raise APIError(400, msg, "unsupported_language", "language")
+
+
+def _check_temperature(form: FormData) -> None:
+    value = _value(form, "temperature")
+    if value is None:
+        return
+    try:
+        t = float(value)
+    except ValueError:
+        raise APIError(400, f"temperature must be a number, got '{value}'", "invalid_value", "temperature") from None
+    if t != 0:
+        msg = f"temperature {t:g} is not supported: this server decodes greedily (temperature 0) only"
+        raise APIError(400, msg, "unsupported_value", "temperature")
+
+
+def _check_granularities(form: FormData) -> None:
+    param = "timestamp_granularities[]"
+    for g in form.getlist(param) + form.getlist("timestamp_granularities"):
+        if g == "word":
+            msg = (
+                f"{param}=word is not supported yet: the model has no word timestamps "
+                "(segment timestamps are in verbose_json, srt and vtt)"
+            )
+            raise APIError(400, msg, "unsupported_value", param)
+        if g not in GRANULARITIES:
+            raise APIError(400, f"{param} '{g}' is not one of {', '.join(GRANULARITIES)}", "invalid_value", param)
+
+
+def parse(form: FormData, names: list[str]) -> Fields:
+    fields = Fields(file=_file(form), model=_model(form, names), response_format=_response_format(form))
+    _check_language(form)
+    _check_temperature(form)
+    _check_granularities(form)
+    if (_value(form, "stream") or "false").lower() not in ("false", "0"):
+        raise APIError(400, "stream=true is not supported: the answer comes whole", "unsupported_value", "stream")
+    return fields
