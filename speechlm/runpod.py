@@ -315,6 +315,29 @@ EXAMPLES = {
 }
 
 
+def _ssh_options() -> argparse.ArgumentParser:
+    """The options of every command that works on a pod's host over SSH."""
+    conn = argparse.ArgumentParser(add_help=False)
+    conn.add_argument("host")
+    conn.add_argument("port", type=int)
+    conn.add_argument("--user", default="root")
+    conn.add_argument("--identity", "-i", default=None, help="ssh private key")
+    conn.add_argument("--ssh-opt", action="append", default=[], help="extra ssh -o option (repeatable)")
+    conn.add_argument("--remote-dir", default=REMOTE_DIR)
+    conn.add_argument("--python", default=None, help="python on the host (default REMOTE_DIR/.venv/bin/python)")
+    conn.add_argument("--session", default="speechlm", help="tmux session name")
+    return conn
+
+
+def _config_options() -> argparse.ArgumentParser:
+    """The options of every command that reads the training config (as speechlm train takes them)."""
+    cfg = argparse.ArgumentParser(add_help=False)
+    cfg.add_argument("--config", default=None)
+    cfg.add_argument("--experiment", "-e", default=None)
+    cfg.add_argument("overrides", nargs="*", help="key.sub=value")
+    return cfg
+
+
 def parser(prog: str = "speechlm runpod") -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     ap = argparse.ArgumentParser(prog=prog, description=__doc__, epilog=EXAMPLES[None], formatter_class=raw)
@@ -331,20 +354,7 @@ def parser(prog: str = "speechlm runpod") -> argparse.ArgumentParser:
             formatter_class=raw,
         )
 
-    conn = argparse.ArgumentParser(add_help=False)
-    conn.add_argument("host")
-    conn.add_argument("port", type=int)
-    conn.add_argument("--user", default="root")
-    conn.add_argument("--identity", "-i", default=None, help="ssh private key")
-    conn.add_argument("--ssh-opt", action="append", default=[], help="extra ssh -o option (repeatable)")
-    conn.add_argument("--remote-dir", default=REMOTE_DIR)
-    conn.add_argument("--python", default=None, help="python on the host (default REMOTE_DIR/.venv/bin/python)")
-    conn.add_argument("--session", default="speechlm", help="tmux session name")
-    cfg = argparse.ArgumentParser(add_help=False)
-    cfg.add_argument("--config", default=None)
-    cfg.add_argument("--experiment", "-e", default=None)
-    cfg.add_argument("overrides", nargs="*", help="key.sub=value")
-
+    conn, cfg = _ssh_options(), _config_options()
     p = command("plan", "size GPU memory and disk", [cfg])
     p.add_argument("--world-size", type=int, default=1)
     p.add_argument("--json", action="store_true")

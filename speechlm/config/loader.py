@@ -148,74 +148,97 @@ def _where(key: str, origin: dict) -> str:
     return ""
 
 
+def _bad(tp, value, key: str, origin: dict) -> ConfigError:
+    return ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}{_where(key, origin)}")
+
+
 def _coerce(tp, value, key: str, origin: dict):
-    bad = ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}{_where(key, origin)}")
+    """`value` checked against (and, for numbers, converted to) type `tp`; a ConfigError names the key."""
     if tp is Any:
         return value
     org = typing.get_origin(tp)
-    args = typing.get_args(tp)
     if org in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _coerce(a, value, key, origin)
-            except ConfigError:
-                pass
-        raise bad
+        return _coerce_union(tp, value, key, origin)
     if org is Literal:
-        if value in args:
-            return value
-        raise ConfigError(
-            f"{key}: must be one of {', '.join(map(repr, args))}, got {value!r}{_nearest(str(value), map(str, args))}{_where(key, origin)}"  # noqa: E501
-        )
+        return _coerce_literal(tp, value, key, origin)
     if org is list:
-        if (
-            isinstance(value, dict)
-            and value
-            and all(isinstance(k, str) and re.fullmatch(r"-?[0-9]+", k) for k in value)
-        ):
-            # an override indexed into a list that only the schema default holds, not a recipe
-            raise ConfigError(
-                f"{key}: no recipe sets this list, so an override cannot index into it; give the whole list ({key}=[...])"  # noqa: E501
-            )
-        if not isinstance(value, list):
-            raise bad
-        return [_coerce(args[0], v, f"{key}[{i}]", origin) for i, v in enumerate(value)] if args else value
+        return _coerce_list(tp, value, key, origin)
     if org is dict:
         if not isinstance(value, dict):
-            raise bad
+            raise _bad(tp, value, key, origin)
         return value
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise bad
+            raise _bad(tp, value, key, origin)
         return build(tp, value, origin, key)
+    out = _scalar(tp, value)
+    if out is _NOT:
+        raise _bad(tp, value, key, origin)
+    return out
+
+
+def _coerce_union(tp, value, key: str, origin: dict):
+    """The first member type that takes `value` (None for an optional type's null)."""
+    args = typing.get_args(tp)
+    if value is None and type(None) in args:
+        return None
+    for a in args:
+        if a is type(None):
+            continue
+        try:
+            return _coerce(a, value, key, origin)
+        except ConfigError:
+            pass
+    raise _bad(tp, value, key, origin)
+
+
+def _coerce_literal(tp, value, key: str, origin: dict):
+    args = typing.get_args(tp)
+    if value in args:
+        return value
+    raise ConfigError(
+        f"{key}: must be one of {', '.join(map(repr, args))}, got {value!r}{_nearest(str(value), map(str, args))}{_where(key, origin)}"  # noqa: E501
+    )
+
+
+def _coerce_list(tp, value, key: str, origin: dict) -> list:
+    """A list, each element coerced to the element type (named key[i] in errors)."""
+    if isinstance(value, dict) and value and all(isinstance(k, str) and re.fullmatch(r"-?[0-9]+", k) for k in value):
+        # an override indexed into a list that only the schema default holds, not a recipe
+        raise ConfigError(
+            f"{key}: no recipe sets this list, so an override cannot index into it; give the whole list ({key}=[...])"  # noqa: E501
+        )
+    if not isinstance(value, list):
+        raise _bad(tp, value, key, origin)
+    args = typing.get_args(tp)
+    return [_coerce(args[0], v, f"{key}[{i}]", origin) for i, v in enumerate(value)] if args else value
+
+
+_NOT = object()  # _scalar's "not a value of this type"
+
+
+def _scalar(tp, value):
+    """`value` as a bool, int, float or str (`tp`), or _NOT. Numbers convert only without loss
+    (2.0 -> 2, not 2.5); a bool is never a number or a string."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise bad
+        return value if isinstance(value, bool) else _NOT
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise bad
+        return int(value) if isinstance(value, float) and value.is_integer() else _NOT
     if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if number:
             return float(value)
         if isinstance(value, str):  # YAML reads 1e-3 as a string
             try:
                 return float(value)
             except ValueError:
-                raise bad from None
-        raise bad
+                return _NOT
+        return _NOT
     if tp is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise bad
-    raise bad
+        return str(value) if number or isinstance(value, str) else _NOT
+    return _NOT
 
 
 def _type_name(tp) -> str:

@@ -157,6 +157,19 @@ class Config:
     def validate(self) -> None:
         """Cross-field checks that need no files or models, so every CLI fails in seconds, not after
         a model is built (`load` calls this). File-backed checks (ds JSON, shards) live with their readers."""
+        for key, v in self._positive().items():
+            if not v > 0:
+                raise ConfigError(f"{key}: must be > 0, got {v}")
+        for key, v in self._non_negative().items():
+            if not v >= 0:
+                raise ConfigError(f"{key}: must be >= 0, got {v}")
+        self._check_optimization()
+        self.data.augment.validate("data.augment")
+        self._check_datasets()
+
+    def _positive(self) -> dict:
+        """Dotted key -> value of the settings that must be > 0 under this config (which batch size
+        counts depends on the batching mode; the LoRA rank only with LoRA on)."""
         t, d, m = self.training, self.data, self.model
         positive = {
             "training.gradient_accumulation_steps": t.gradient_accumulation_steps,
@@ -171,6 +184,14 @@ class Config:
         }
         if m.use_lora if t.use_lora is None else t.use_lora:
             positive["model.lora_rank"] = m.lora_rank
+        key, value = self._micro_batch()
+        positive[key] = value
+        return positive
+
+    def _micro_batch(self) -> tuple[str, Any]:
+        """The (key, value) that sets the micro batch; raises when per_device_train_batch_size=auto
+        meets a setting it overrides."""
+        t, d = self.training, self.data
         if t.per_device_train_batch_size == "auto":
             if d.batching != "clips":
                 raise ConfigError(
@@ -182,12 +203,15 @@ class Config:
                     "training.gradient_accumulation_steps: chosen by per_device_train_batch_size=auto "
                     f"(got {t.gradient_accumulation_steps}); leave it at 1, or give a number batch size"
                 )
-            positive["training.clips_per_step_per_device"] = t.clips_per_step_per_device
-        elif d.batching == "clips":
-            positive["training.per_device_train_batch_size"] = t.per_device_train_batch_size
-        else:
-            positive["data.batch_seconds"] = d.batch_seconds
-        non_negative = {
+            return "training.clips_per_step_per_device", t.clips_per_step_per_device
+        if d.batching == "clips":
+            return "training.per_device_train_batch_size", t.per_device_train_batch_size
+        return "data.batch_seconds", d.batch_seconds
+
+    def _non_negative(self) -> dict:
+        """Dotted key -> value of the settings that must be >= 0."""
+        t, d = self.training, self.data
+        return {
             "training.learning_rate": t.learning_rate,
             "training.decoder_learning_rate": t.decoder_learning_rate,
             "training.encoder_learning_rate": t.encoder_learning_rate,
@@ -205,12 +229,10 @@ class Config:
             "data.io_retries": d.io_retries,
             "data.io_backoff_s": d.io_backoff_s,
         }
-        for key, v in positive.items():
-            if not v > 0:
-                raise ConfigError(f"{key}: must be > 0, got {v}")
-        for key, v in non_negative.items():
-            if not v >= 0:
-                raise ConfigError(f"{key}: must be >= 0, got {v}")
+
+    def _check_optimization(self) -> None:
+        """Precision against the model dtype, a run length, and Adam's betas."""
+        t, m = self.training, self.model
         if t.bf16 and m.model_dtype != "bfloat16":
             # DeepSpeed's bf16 mode stores every parameter in bf16 (trainables keep fp32 masters in the optimizer)
             raise ConfigError(
@@ -224,7 +246,10 @@ class Config:
             )
         if not (0 <= t.adam_beta1 < 1 and 0 <= t.adam_beta2 < 1):
             raise ConfigError(f"training.adam_beta1/adam_beta2: must be in [0, 1), got {t.adam_beta1}, {t.adam_beta2}")
-        d.augment.validate("data.augment")
+
+    def _check_datasets(self) -> None:
+        """Every train and eval shard set names a folder and has a weight >= 0."""
+        d = self.data
         for i, s in enumerate(d.train + d.eval):
             key = f"data.train[{i}]" if i < len(d.train) else f"data.eval[{i - len(d.train)}]"
             if not s.path:

@@ -69,8 +69,6 @@ def render(model, info: dict, merged: bool = False) -> str:
     bases = info.get("bases") or {"encoder": {"id": cfg.audio_model_id}, "decoder": {"id": cfg.text_model_id}}
     encoder, decoder = base_name(bases["encoder"]), base_name(bases["decoder"])
     name = info.get("name") or "speechlm model"
-    repo = info.get("repo") or "."
-    window = min(20.0, model.family.max_seconds or 20.0)
     rows = eval_rows(info)
     adapter = (
         "with LoRA merged into its weights"
@@ -78,23 +76,37 @@ def render(model, info: dict, merged: bool = False) -> str:
         else f"with a LoRA adapter (r{cfg.lora_rank}, alpha {cfg.lora_alpha})"
     )
     lines = [
-        "---",
-        "library_name: transformers",
-        "pipeline_tag: automatic-speech-recognition",
-        f"license: {info.get('license', 'other')}",
-        "tags:" + _yaml_list(["speechlm", "speech-llm", "asr"]),
-        "base_model:" + _yaml_list([encoder, decoder]),
-        *_model_index(name, rows),
-        "---",
-        "",
+        *_front_matter(info, name, [encoder, decoder], rows),
         f"# {name}",
         "",
         f"A speech-LLM for transcription, trained with speechlm: a frozen `{encoder}` encoder ({model.family.name}) "
         f"feeds a trained projector into `{decoder}` {adapter}.",
         "",
-        "## Recipe",
+        *_recipe_section(cfg, info),
+        *_data_section(info),
+        *_eval_section(info, rows),
+        *_use_section(model, info, merged),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _front_matter(info: dict, name: str, bases: list[str], rows: list[dict]) -> list[str]:
+    """The Hub's YAML metadata block (license, tags, base models, model-index) and the blank line after it."""
+    return [
+        "---",
+        "library_name: transformers",
+        "pipeline_tag: automatic-speech-recognition",
+        f"license: {info.get('license', 'other')}",
+        "tags:" + _yaml_list(["speechlm", "speech-llm", "asr"]),
+        "base_model:" + _yaml_list(bases),
+        *_model_index(name, rows),
+        "---",
         "",
     ]
+
+
+def _recipe_section(cfg, info: dict) -> list[str]:
+    """The projector and prompt, then the settings `info` states (and the step count)."""
     recipe = {
         "projector": f"{cfg.projector_pool_stride} frames stacked, MLP width {cfg.projector_hidden_dim}",
         "prompt": repr(cfg.prompt),
@@ -102,13 +114,18 @@ def render(model, info: dict, merged: bool = False) -> str:
     }
     if "steps" in info:
         recipe["steps"] = info["steps"]
-    lines += [f"- {k}: {v}" for k, v in recipe.items()]
-    lines += ["", "## Data", ""]
+    return ["## Recipe", "", *(f"- {k}: {v}" for k, v in recipe.items())]
+
+
+def _data_section(info: dict) -> list[str]:
     data = info.get("data") or []
-    lines += [f"- {d['name']}: " + ", ".join(f"{k} {v}" for k, v in d.items() if k != "name") for d in data] or [
-        "- not recorded"
-    ]
-    lines += ["", "## Evaluation", ""]
+    items = [f"- {d['name']}: " + ", ".join(f"{k} {v}" for k, v in d.items() if k != "name") for d in data]
+    return ["", "## Data", "", *(items or ["- not recorded"])]
+
+
+def _eval_section(info: dict, rows: list[dict]) -> list[str]:
+    """The run's last eval loss and a WER table, or how to evaluate when there is neither."""
+    lines = ["", "## Evaluation", ""]
     last = info.get("training_eval") or {}
     if "loss" in last:
         lines += [f"Eval loss at step {last['step']}: {last['loss']:.4f}.", ""]
@@ -117,14 +134,20 @@ def render(model, info: dict, merged: bool = False) -> str:
         lines += [f"| {r['dataset']} | {r['clips'] if r['clips'] is not None else ''} | {r['wer']:.2f} |" for r in rows]
     if not rows and "loss" not in last:
         lines += ["Not evaluated yet: `speechlm eval -m THIS_FOLDER -d DATASET`."]
-    lines += ["", "## Use", "", USAGE.format(repo=repo, window=window)]
+    return lines
+
+
+def _use_section(model, info: dict, merged: bool) -> list[str]:
+    """How to load the folder; with LoRA merged, what `decoder/` is for."""
+    window = min(20.0, model.family.max_seconds or 20.0)
+    lines = ["", "## Use", "", USAGE.format(repo=info.get("repo") or ".", window=window)]
     if merged:
         lines += [
             "`decoder/` is the decoder with LoRA merged in, a plain causal LM for serving engines; feed it the "
             "projected audio as prompt embeddings.",
             "",
         ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def write_card(out: Path, model, info: dict, merged: bool = False) -> Path:

@@ -141,35 +141,37 @@ def _layer_act(layer, h: int) -> float:
     return ACT_FACTOR * (h + outs)
 
 
-def model_shapes(cfg: Config) -> Shapes:
-    m = cfg.model
-    for mid in (m.audio_model_id, m.text_model_id):
-        fetch_config(mid)
-    family = encoder_family(m.audio_model_id, m.trust_remote_code)
-    model = meta_speechlm(cfg, family)
-    counts = model.parameter_counts()  # part -> (total, trainable), tied weights once
-    params = list(model.parameters())
-    trainable = sum(p.numel() for p in params if p.requires_grad)
-    frozen_bytes = sum(p.numel() * p.element_size() for p in params if not p.requires_grad)
-    base = model._base_lm()
-    tcfg = text_config(base.config)
-    h = tcfg.hidden_size
-    # per decoder layer: the residual stream + every Linear's output (+ the LoRA bottleneck)
-    layers = base.model.layers
-    act, act_chunked, largest, largest_chunked = 0.0, 0.0, 0.0, 0.0
+@dataclass
+class _DecoderActs:
+    """Saved elements per token over the decoder layers: in all, and the largest single layer's."""
+
+    total: float = 0.0
+    chunked: float = 0.0  # the linear-attention part, per position padded to a chunk
+    largest: float = 0.0
+    largest_chunked: float = 0.0
+
+
+def _decoder_acts(layers, tcfg, h: int) -> _DecoderActs:
+    """Per decoder layer: the residual stream + every Linear's output (+ the LoRA bottleneck), and a
+    linear-attention layer's chunked intermediates."""
+    acts = _DecoderActs()
     for layer in layers:
         one = _layer_act(layer, h)
-        act += one
-        largest = max(largest, one)
+        acts.total += one
+        acts.largest = max(acts.largest, one)
         if hasattr(layer, "linear_attn"):
             one = tcfg.linear_num_value_heads * (
                 LINEAR_ATTN_PER_DIM * tcfg.linear_value_head_dim + LINEAR_ATTN_PER_HEAD
             )
-            act_chunked += one
-            largest_chunked = max(largest_chunked, one)
-    # the family states what its encoder keeps per frame, frozen (a transient) or trained (every layer)
-    enc_trained = model.trainable["encoder"]
-    enc_act = family.activation_elems_per_frame(model.encoder, enc_trained, ACT_FACTOR)
+            acts.chunked += one
+            acts.largest_chunked = max(acts.largest_chunked, one)
+    return acts
+
+
+def _checkpoints(cfg: Config, family, counts: dict) -> tuple[dict, int | None]:
+    """(where each part's shapes came from, with the checkpoint's and the meta model's counts side by
+    side; the download bytes of both checkpoints, None when neither is readable)."""
+    m = cfg.model
     audio_id, text_id = ids.resolve(m.audio_model_id), ids.resolve(m.text_model_id)  # tiny/* -> its dir
     ck_enc, ck_dec = (
         hub_checkpoint(audio_id, "encoder", family.unused_checkpoint_keys),
@@ -184,6 +186,29 @@ def model_shapes(cfg: Config) -> Shapes:
             sources[f"{part}_checkpoint_params"] = ck["params_used"]
             sources[f"{part}_meta_params"] = counts[part][0]
     dl = sum(ck["download_bytes"] for ck in (ck_enc, ck_dec) if ck) if (ck_enc or ck_dec) else None
+    return sources, dl
+
+
+def model_shapes(cfg: Config) -> Shapes:
+    """Counts, stored bytes and activation figures of the model `cfg` trains, from its meta-device build."""
+    m = cfg.model
+    for mid in (m.audio_model_id, m.text_model_id):
+        fetch_config(mid)
+    family = encoder_family(m.audio_model_id, m.trust_remote_code)
+    model = meta_speechlm(cfg, family)
+    counts = model.parameter_counts()  # part -> (total, trainable), tied weights once
+    params = list(model.parameters())
+    trainable = sum(p.numel() for p in params if p.requires_grad)
+    frozen_bytes = sum(p.numel() * p.element_size() for p in params if not p.requires_grad)
+    base = model._base_lm()
+    tcfg = text_config(base.config)
+    h = tcfg.hidden_size
+    layers = base.model.layers
+    acts = _decoder_acts(layers, tcfg, h)
+    # the family states what its encoder keeps per frame, frozen (a transient) or trained (every layer)
+    enc_trained = model.trainable["encoder"]
+    enc_act = family.activation_elems_per_frame(model.encoder, enc_trained, ACT_FACTOR)
+    sources, download_bytes = _checkpoints(cfg, family, counts)
     return Shapes(
         encoder_params=counts["encoder"][0],
         decoder_params=counts["decoder"][0],
@@ -194,14 +219,14 @@ def model_shapes(cfg: Config) -> Shapes:
         frozen_bytes=frozen_bytes,
         decoder_hidden=h,
         vocab_size=base.get_output_embeddings().weight.shape[0],
-        act_elems_per_token=act,
-        act_chunked_elems_per_token=act_chunked,
-        ckpt_act_elems_per_token=len(layers) * h + largest,
-        ckpt_act_chunked_elems_per_token=largest_chunked,
+        act_elems_per_token=acts.total,
+        act_chunked_elems_per_token=acts.chunked,
+        ckpt_act_elems_per_token=len(layers) * h + acts.largest,
+        ckpt_act_chunked_elems_per_token=acts.largest_chunked,
         enc_act_elems_per_frame=enc_act,
         encoder_trained=enc_trained,
         enc_frames_per_second=family.frames_per_second,
-        download_bytes=dl,
+        download_bytes=download_bytes,
         sources=sources,
         family=family,
     )

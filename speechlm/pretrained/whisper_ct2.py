@@ -19,6 +19,8 @@ import torch
 # CTranslate2's DataType enum
 _DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}
 BINARY_VERSION = 6
+EOT = 50256  # <|endoftext|>: Whisper's bos, eos and pad; the start of transcript follows it
+ENGLISH_ONLY_VOCAB = 51864  # the .en checkpoints have one token fewer (no <|yue|>... no language tokens)
 
 
 def read_ct2(path: Path) -> tuple[str, dict[str, np.ndarray], dict[str, str]]:
@@ -120,46 +122,49 @@ def state_dict(t: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
 
 def convert(src: Path, out: Path) -> None:
     """src: the CTranslate2 folder (model.bin, config.json, tokenizer.json) -> out: an HF folder."""
-    from transformers import (
-        GenerationConfig,
-        WhisperConfig,
-        WhisperFeatureExtractor,
-        WhisperForConditionalGeneration,
-        WhisperProcessor,
-        WhisperTokenizerFast,
-    )
-
     src = Path(src)
     spec, t, aliases = read_ct2(src / "model.bin")
     if spec != "WhisperSpec":
         raise ValueError(f"{src}/model.bin holds a {spec}, not a WhisperSpec")
     if aliases.get("decoder/projection/weight", "decoder/embeddings/weight") != "decoder/embeddings/weight":
         raise ValueError("decoder/projection/weight is not tied to the embeddings; this converter assumes it is")
-    ct_cfg = json.loads((src / "config.json").read_text())
+    cfg = _whisper_config(t, json.loads((src / "config.json").read_text()))
+    _save_model(t, cfg, out)
+    no_ts = _save_processor(src / "tokenizer.json", cfg, out)
+    _generation_config(cfg, no_ts).save_pretrained(out)
+
+
+def _whisper_config(t: dict[str, np.ndarray], ct_cfg: dict):
+    """The HF WhisperConfig of the tensors' shapes; `ct_cfg`: CTranslate2's config.json (suppressed ids)."""
+    from transformers import WhisperConfig
+
     vocab, d_model = t["decoder/embeddings/weight"].shape
-    enc_layers, dec_layers = len(_layers(t, "encoder")), len(_layers(t, "decoder"))
-    english_only = vocab == 51864  # the .en checkpoints have one token fewer (no <|yue|>... no language tokens)
-    eot = 50256
-    cfg = WhisperConfig(
+    return WhisperConfig(
         vocab_size=vocab,
         num_mel_bins=t["encoder/conv1/weight"].shape[1],
         d_model=d_model,
-        encoder_layers=enc_layers,
-        decoder_layers=dec_layers,
+        encoder_layers=len(_layers(t, "encoder")),
+        decoder_layers=len(_layers(t, "decoder")),
         encoder_attention_heads=_scalar(t, "encoder/num_heads"),
         decoder_attention_heads=_scalar(t, "decoder/num_heads"),
         encoder_ffn_dim=t["encoder/layer_0/ffn/linear_0/weight"].shape[0],
         decoder_ffn_dim=t["decoder/layer_0/ffn/linear_0/weight"].shape[0],
         max_source_positions=t["encoder/position_encodings/encodings"].shape[0],
         max_target_positions=t["decoder/position_encodings/encodings"].shape[0],
-        bos_token_id=eot,
-        eos_token_id=eot,
-        pad_token_id=eot,
-        decoder_start_token_id=eot + 1,
-        begin_suppress_tokens=ct_cfg.get("suppress_ids_begin", [220, eot]),
+        bos_token_id=EOT,
+        eos_token_id=EOT,
+        pad_token_id=EOT,
+        decoder_start_token_id=EOT + 1,
+        begin_suppress_tokens=ct_cfg.get("suppress_ids_begin", [220, EOT]),
         suppress_tokens=ct_cfg.get("suppress_ids", []),
         tie_word_embeddings=True,
     )
+
+
+def _save_model(t: dict[str, np.ndarray], cfg, out: Path) -> None:
+    """The mapped weights, checked to fill the HF model exactly, saved to `out`."""
+    from transformers import WhisperForConditionalGeneration
+
     model = WhisperForConditionalGeneration(cfg)
     missing, unexpected = model.load_state_dict(state_dict(t), strict=False)
     missing = [k for k in missing if k != "proj_out.weight"]  # tied to the embeddings
@@ -168,8 +173,13 @@ def convert(src: Path, out: Path) -> None:
     model.tie_weights()
     model.save_pretrained(out)
 
+
+def _save_processor(tokenizer_file: Path, cfg, out: Path) -> int:
+    """The tokenizer and feature extractor saved to `out`; returns the <|notimestamps|> token id."""
+    from transformers import WhisperFeatureExtractor, WhisperProcessor, WhisperTokenizerFast
+
     tok = WhisperTokenizerFast(
-        tokenizer_file=str(src / "tokenizer.json"),
+        tokenizer_file=str(tokenizer_file),
         bos_token="<|endoftext|>",
         eos_token="<|endoftext|>",
         unk_token="<|endoftext|>",
@@ -178,16 +188,23 @@ def convert(src: Path, out: Path) -> None:
     )
     no_ts = tok.convert_tokens_to_ids("<|notimestamps|>")
     WhisperProcessor(WhisperFeatureExtractor(feature_size=cfg.num_mel_bins), tok).save_pretrained(out)
-    gen = GenerationConfig(
+    return no_ts
+
+
+def _generation_config(cfg, no_timestamps_id: int):
+    """Greedy transcription settings; an English-only checkpoint forces <|notimestamps|> after the start."""
+    from transformers import GenerationConfig
+
+    english_only = cfg.vocab_size == ENGLISH_ONLY_VOCAB
+    return GenerationConfig(
         decoder_start_token_id=cfg.decoder_start_token_id,
-        bos_token_id=eot,
-        eos_token_id=eot,
-        pad_token_id=eot,
+        bos_token_id=EOT,
+        eos_token_id=EOT,
+        pad_token_id=EOT,
         max_length=cfg.max_target_positions,
         begin_suppress_tokens=cfg.begin_suppress_tokens,
         suppress_tokens=cfg.suppress_tokens,
-        no_timestamps_token_id=no_ts,
+        no_timestamps_token_id=no_timestamps_id,
         is_multilingual=not english_only,
-        forced_decoder_ids=[[1, no_ts]] if english_only else None,
+        forced_decoder_ids=[[1, no_timestamps_id]] if english_only else None,
     )
-    gen.save_pretrained(out)

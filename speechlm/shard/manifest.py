@@ -23,17 +23,9 @@ def _histogram(durations: list[float]) -> list[int]:
     return counts
 
 
-def build_manifest(
-    recipe: ShardRecipe,
-    fingerprint: str,
-    shards: list[dict],
-    inputs: dict,
-    drops: dict,
-    truecaser: dict | None,
-    truecased: list[str],
-) -> dict:
-    """`shards`: {file, source, split, ids, durations} in write order; `inputs`: source -> split -> rows;
-    `drops`: source -> split -> reason -> count."""
+def _split_totals(recipe: ShardRecipe, shards: list[dict]) -> dict:
+    """split -> its shards (in write order) with clips, seconds and hours, in all and per source;
+    splits in SPLITS order."""
     weights = {s.name: s.weight for s in recipe.sources}
     splits: dict = {}
     for sh in shards:
@@ -61,13 +53,23 @@ def build_manifest(
         for per in sp["sources"].values():
             per["seconds"] = round(per["seconds"], 6)
             per["hours"] = _hours(per["seconds"])
-    splits = {k: splits[k] for k in SPLITS if k in splits}
+    return {k: splits[k] for k in SPLITS if k in splits}
 
+
+def _drop_summary(drops: dict) -> dict:
+    """The dropped rows in all, by reason (sorted) and as given (source -> split -> reason -> count)."""
     by_reason: dict[str, int] = {}
     for per_split in drops.values():
         for reasons in per_split.values():
             for r, n in reasons.items():
                 by_reason[r] = by_reason.get(r, 0) + n
+    return {"total": sum(by_reason.values()), "by_reason": dict(sorted(by_reason.items())), "by_source": drops}
+
+
+def _source_summary(
+    recipe: ShardRecipe, splits: dict, inputs: dict, drops: dict, truecaser: dict | None, truecased: list[str]
+) -> dict:
+    """source -> its kind, weight, re-casing, and rows read, kept and dropped per split."""
     sources = {}
     for s in recipe.sources:
         kept = {sp: v["sources"].get(s.name, {}).get("clips", 0) for sp, v in splits.items()}
@@ -86,18 +88,38 @@ def build_manifest(
             "kept": {sp: n for sp, n in kept.items() if sp in inputs.get(s.name, {})},
             "dropped": {sp: sum(r.values()) for sp, r in drops.get(s.name, {}).items()},
         }
+    return sources
+
+
+def _duration_histogram(splits: dict) -> dict:
+    """Clip counts per one-second bin (the last one open-ended), per split."""
     all_durs = {sp: [d for sh in v["shards"] for d in sh["durations"]] for sp, v in splits.items()}
+    return {
+        "bin_edges": [e if e != float("inf") else None for e in HIST_EDGES],  # None: no upper bound
+        "counts": {sp: _histogram(d) for sp, d in all_durs.items()},
+    }
+
+
+def build_manifest(
+    recipe: ShardRecipe,
+    fingerprint: str,
+    shards: list[dict],
+    inputs: dict,
+    drops: dict,
+    truecaser: dict | None,
+    truecased: list[str],
+) -> dict:
+    """`shards`: {file, source, split, ids, durations} in write order; `inputs`: source -> split -> rows;
+    `drops`: source -> split -> reason -> count."""
+    splits = _split_totals(recipe, shards)
     return {
         "format": FORMAT,
         "name": recipe.name,
         "fingerprint": fingerprint,
         "splits": splits,
-        "sources": sources,
-        "drops": {"total": sum(by_reason.values()), "by_reason": dict(sorted(by_reason.items())), "by_source": drops},
-        "duration_histogram": {
-            "bin_edges": [e if e != float("inf") else None for e in HIST_EDGES],  # None: no upper bound
-            "counts": {sp: _histogram(d) for sp, d in all_durs.items()},
-        },
+        "sources": _source_summary(recipe, splits, inputs, drops, truecaser, truecased),
+        "drops": _drop_summary(drops),
+        "duration_histogram": _duration_histogram(splits),
         "normalization": {**dataclasses.asdict(recipe.normalize), "rule": normalize.__doc__.strip()},
         "truecaser": truecaser,
         "recipe": dataclasses.asdict(recipe),
