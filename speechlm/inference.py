@@ -158,3 +158,32 @@ def transcribe_waves(
         min_pause_seconds=min_pause_seconds,
         merge_seconds=merge_seconds,
     )
+
+
+def transcribe_timed(
+    model,
+    waves: list[np.ndarray],
+    batch_size: int = 16,
+    window: float | None = None,
+    strategy: str = longform.DEFAULT_STRATEGY,
+    overlap_seconds: float = 2.0,
+    threshold_db: float = longform.THRESHOLD_DB,
+    min_pause_seconds: float = longform.MIN_PAUSE_SECONDS,
+    merge_seconds: float = longform.MERGE_SECONDS,
+) -> list[dict]:
+    """`transcribe_waves` with times: per clip {"text" (the same text), "segments" (the long-form cut's
+    segments with their text and words), "words" ({"text", "start", "end", "confidence"}, seconds in the
+    recording's clock; start/end None for a word the CTC head could not place)}."""
+    spans, outs = longform.transcribe_windows(
+        lambda ws: model.transcribe(ws, details=True, timestamps=True),
+        waves,
+        window_seconds(model, window),
+        strategy,
+        overlap_seconds,
+        batch_size,
+        model.features.min_samples,
+        threshold_db,
+        min_pause_seconds,
+        merge_seconds,
+    )
+    return [longform.timed_clip(sp, out, strategy) for sp, out in zip(spans, outs)]

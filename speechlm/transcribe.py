@@ -3,6 +3,7 @@
     speechlm transcribe -m MODEL_DIR audio.wav [more.flac ...] [--batch-size B]
         [--max-seconds S] [--window-seconds W] [--long-form segments|pause|overlap]
         [--threshold-db 35] [--min-pause-seconds 0.3] [--merge-seconds 0]
+        [--format txt|json|srt|vtt] [--out-dir DIR]
     (`python -m speechlm.transcribe` takes the same arguments)
 
 Any format libsndfile reads (wav, flac, ogg, mp3), any sample rate or channel count: clips are
@@ -10,6 +11,11 @@ mixed to mono and resampled to 16 kHz before the model sees them. Audio is cut a
 segments of speech (silence left out; at most the window, itself at most the encoder's limit, e.g.
 Whisper's 30 s) that are transcribed together (`speechlm.longform`); `--max-seconds` bounds the
 longest input accepted.
+
+`--format json|srt|vtt` adds word timestamps from the model's own CTC head (speechlm.model.align):
+JSON holds the text, the long-form segments and every word with its start, end (seconds) and
+confidence (a word the head could not place has null times); SRT and WebVTT are subtitles of it.
+One file per input (`--out-dir`, default: beside the audio, `NAME.json` / `.srt` / `.vtt`).
 """
 
 from __future__ import annotations
@@ -27,13 +33,15 @@ from speechlm.inference import (
     check_long_form_args,
     load_clip,
     long_form_settings,
+    transcribe_timed,
     transcribe_waves,
 )
 
 EXAMPLES = """examples:
   speechlm transcribe -m outputs/RUN clip.wav                        # a run dir means its latest checkpoint
   speechlm transcribe -m outputs/RUN/checkpoints/step-2000 meeting.flac talk.wav --long-form pause
-  speechlm transcribe -m user/my-asr clip.wav                        # a Hub id"""
+  speechlm transcribe -m user/my-asr clip.wav                        # a Hub id
+  speechlm transcribe -m outputs/RUN/final talk.wav --format srt --out-dir subs   # subtitles from word times"""
 
 
 def transcribe_files(
@@ -73,6 +81,13 @@ def main(argv=None, prog: str = "python -m speechlm.transcribe"):
         help=f"long audio is cut into windows of at most this (default {WINDOW_SECONDS:g}, "
         "capped at the encoder's limit)",
     )
+    ap.add_argument(
+        "--format",
+        choices=("txt", "json", "srt", "vtt"),
+        default="txt",
+        help="txt prints the text; json, srt and vtt write word timestamps (one file per input)",
+    )
+    ap.add_argument("--out-dir", default=None, help="where json/srt/vtt files go (default: beside each input)")
     add_long_form_args(ap)
     args = ap.parse_args(argv)
     check_long_form_args(args)
@@ -82,6 +97,8 @@ def main(argv=None, prog: str = "python -m speechlm.transcribe"):
     if missing:  # before the model loads
         raise ConfigError(f"no such audio file: {missing[0]}")
     model = load_model(args.model)
+    if args.format != "txt":
+        return write_timed(model, args)
     texts = transcribe_files(
         model, args.audio, args.batch_size, args.max_seconds, args.window_seconds, **long_form_settings(args)
     )
@@ -89,6 +106,21 @@ def main(argv=None, prog: str = "python -m speechlm.transcribe"):
         print(f"{p}\t{t}" if len(args.audio) > 1 else t)
         sys.stdout.flush()
     return texts
+
+
+def write_timed(model, args) -> list[dict]:
+    """--format json|srt|vtt: word timestamps for every input, one file each; prints the paths."""
+    from speechlm import subtitles  # the writers, only when asked for
+
+    waves = [load_clip(p, p, args.max_seconds) for p in args.audio]
+    results = transcribe_timed(model, waves, args.batch_size, args.window_seconds, **long_form_settings(args))
+    write = {"json": subtitles.to_json, "srt": subtitles.to_srt, "vtt": subtitles.to_vtt}[args.format]
+    for p, r in zip(args.audio, results):
+        out = Path(args.out_dir or Path(p).parent) / (Path(p).stem + "." + args.format)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(write(r["words"], r["text"]) if args.format == "json" else write(r["words"]))
+        print(out)
+    return results
 
 
 if __name__ == "__main__":

@@ -60,3 +60,22 @@ def train_steps(model, tcfg, b, steps=2):
         model(**b).loss.backward()
         opt.step()
     return model
+
+
+def trained_looking(encoder, decoder, bf16=True, lora_std=0.5, **training):
+    """A tiny twin whose adapter and projector are not at their init (LoRA B is zero at init, which
+    would hide a lost adapter) and whose decoder does not end its turn at once (empty transcripts
+    would hide any difference)."""
+    import torch
+
+    from speechlm.model.build import build_model
+
+    torch.manual_seed(0)
+    m = build_model(tiny_config(decoder=decoder, encoder=encoder, bf16=bf16, **training))
+    with torch.no_grad():
+        for n, p in m.decoder.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, lora_std)
+        m._base_lm().get_output_embeddings().weight[text.end_of_turn_id(m.tokenizer)] = 0
+    m.cfg.max_new_tokens = 10
+    return m

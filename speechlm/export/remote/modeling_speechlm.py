@@ -20,7 +20,15 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from .configuration_speechlm import SpeechLMConfig
 from .speechlm_core import DTYPES, FAMILIES, TokenLoss, assemble_folder_model, base_in_folder, read_config
-from .speechlm_longform import DEFAULT_STRATEGY, MERGE_SECONDS, MIN_PAUSE_SECONDS, THRESHOLD_DB, transcribe_long
+from .speechlm_longform import (
+    DEFAULT_STRATEGY,
+    MERGE_SECONDS,
+    MIN_PAUSE_SECONDS,
+    THRESHOLD_DB,
+    timed_clip,
+    transcribe_long,
+    transcribe_windows,
+)
 
 
 def _local_folder(name_or_path, revision=None, **hub) -> Path:
@@ -111,19 +119,24 @@ class SpeechLMForASR(PreTrainedModel):
         threshold_db: float = THRESHOLD_DB,
         min_pause_seconds: float = MIN_PAUSE_SECONDS,
         merge_seconds: float = MERGE_SECONDS,
-    ) -> list[str]:
+        timestamps: bool = False,
+    ) -> list:
         """16 kHz mono float clips of any length -> transcripts, exactly as `speechlm.transcribe` does
-        (the same cut, speechlm_longform.py: by default at every pause, silence left out)."""
+        (the same cut, speechlm_longform.py: by default at every pause, silence left out). With
+        `timestamps`, per clip {"text", "segments", "words"}: each word's start and end in seconds of the
+        recording and its confidence, from the model's own CTC head (speechlm_align.py)."""
         limit = self.model.family.max_seconds
         window = min(window_seconds, limit) if limit else window_seconds
-        return transcribe_long(
-            lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens),
-            waves,
-            window,
-            strategy=strategy,
+        cut = dict(
             batch_size=batch_size,
             min_samples=self.model.features.min_samples,
             threshold_db=threshold_db,
             min_pause_seconds=min_pause_seconds,
             merge_seconds=merge_seconds,
         )
+        if not timestamps:
+            run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens)  # noqa: E731
+            return transcribe_long(run, waves, window, strategy=strategy, **cut)
+        run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens, timestamps=True)  # noqa: E731
+        spans, outs = transcribe_windows(run, waves, window, strategy=strategy, **cut)
+        return [timed_clip(sp, out, strategy) for sp, out in zip(spans, outs)]

@@ -3,6 +3,8 @@
     asr = pipeline("automatic-speech-recognition", model=folder, trust_remote_code=True)
     asr("meeting.flac")["text"]; asr(wave_16k)["text"]; asr({"raw": wave, "sampling_rate": 44100})
     asr([clip1, clip2, ...], batch_size=16)   # all windows of all clips transcribed as one sorted job
+    asr("talk.flac", return_timestamps="word")["chunks"]  # [{"text", "timestamp": (start_s, end_s)}, ...]
+    asr("talk.flac", return_timestamps=True)["chunks"]    # the same for the long-form cut's segments
 
 Audio of any length: cut at its pauses into segments of speech, silence left out, none longer than
 the window (speechlm_longform.py, the module speechlm.transcribe uses, with its defaults; the keywords
@@ -64,23 +66,36 @@ class SpeechLMASRPipeline(Pipeline):
     _load_image_processor = False
     _load_processor = False
 
-    def _sanitize_parameters(self, **kwargs):
+    def _sanitize_parameters(self, return_timestamps=None, **kwargs):
+        # transformers' convention: "word" -> word chunks, True -> segment chunks, each {"text", "timestamp"}
+        if return_timestamps not in (None, False, True, "word"):
+            raise ValueError(f"return_timestamps must be True, 'word' or None, got {return_timestamps!r}")
         forward = {k: kwargs[k] for k in FORWARD_KEYS if kwargs.get(k) is not None}
-        return {}, forward, {}
+        if return_timestamps:
+            forward["timestamps"] = True
+        return {}, forward, {"return_timestamps": return_timestamps}
 
     def preprocess(self, inputs):
         return {"wave": load_audio(inputs)}
 
     def _forward(self, model_inputs, **params):
-        return {"text": self.model.transcribe([model_inputs["wave"]], **params)[0]}
+        return {"result": self.model.transcribe([model_inputs["wave"]], **params)[0]}
 
-    def postprocess(self, model_outputs):
-        return {"text": model_outputs["text"]}
+    def postprocess(self, model_outputs, return_timestamps=None):
+        return _output(model_outputs["result"], return_timestamps)
 
     def __call__(self, inputs, batch_size: int = 16, **kwargs):
         """One input -> {"text"}; a list -> a list of them, every window of every clip in one sorted batched job."""
         if not isinstance(inputs, (list, tuple)):
             return super().__call__(inputs, **kwargs)
-        _, forward, _ = self._sanitize_parameters(**kwargs)
-        texts = self.model.transcribe([load_audio(x) for x in inputs], batch_size=batch_size, **forward)
-        return [{"text": t} for t in texts]
+        _, forward, post = self._sanitize_parameters(**kwargs)
+        results = self.model.transcribe([load_audio(x) for x in inputs], batch_size=batch_size, **forward)
+        return [_output(r, post["return_timestamps"]) for r in results]
+
+
+def _output(result, return_timestamps) -> dict:
+    """The pipeline's answer: {"text"}, plus "chunks" of words ("word") or of segments (True)."""
+    if not return_timestamps:
+        return {"text": result}
+    items = result["words"] if return_timestamps == "word" else result["segments"]
+    return {"text": result["text"], "chunks": [{"text": i["text"], "timestamp": (i["start"], i["end"])} for i in items]}
