@@ -43,6 +43,7 @@ from speechlm.inference import (
     check_long_form_args,
     load_clip,
     long_form_settings,
+    transcribe_timed,
     transcribe_waves,
 )
 from speechlm.model import from_pretrained
@@ -53,7 +54,9 @@ EXAMPLES = """examples:
   speechlm eval -m outputs/RUN -d loquacious_small -n 200            # a run dir means its latest checkpoint
   speechlm eval -m outputs/RUN/checkpoints/step-2000 -d shards/demo --split test --json
   speechlm eval -m outputs/RUN -d s3://bucket/loquacious_small        # a shard set at a URL
-  speechlm eval -m outputs/RUN -d synthetic --noise-snr-db 10 --reverb"""
+  speechlm eval -m outputs/RUN -d synthetic --noise-snr-db 10 --reverb
+  speechlm eval -m outputs/RUN/final -d timed                         # boundary error of word times (kind timed)
+  speechlm eval -m outputs/RUN/final -d shards/demo --word-threshold 0.3 --drop-unsupported"""
 
 
 class ShardClips:
@@ -75,8 +78,11 @@ class ShardClips:
         )
 
     def __iter__(self) -> Iterator[tuple[str, object, str]]:
+        self.words: dict[str, list] = {}  # clip id -> true word times, for sets that carry them (kind timed)
         for batch in self.loader:
             for c in batch["clips"]:
+                if c.get("words"):
+                    self.words[c["id"]] = c["words"]
                 yield c["id"], c["audio"], c["text"]
 
     @property
@@ -159,13 +165,18 @@ def evaluate(
     strategy: str = longform.DEFAULT_STRATEGY,
     corrupt=None,
     suffix: str = "",
+    word_threshold: float | None = None,
+    drop_unsupported: bool = False,
     **segment_settings,
 ) -> dict:
     """Corpus WER of `model` on a dataset. Clips are decoded CHUNK_CLIPS at a time, sorted by length and
     batched (`transcribe_waves`); clips longer than the model's window are cut into windows; a clip
     that can't be decoded or is over `max_seconds` is skipped, logged and counted. `corrupt` (from
     `condition`): an Augmenter applied to every clip (epoch 0, the clip's id). `segment_settings`:
-    threshold_db, min_pause_seconds, merge_seconds of the `"segments"` cut (`speechlm.longform`)."""
+    threshold_db, min_pause_seconds, merge_seconds of the `"segments"` cut (`speechlm.longform`).
+    Word timestamps are made (`transcribe_timed`) when the references carry true times (their boundary
+    error is reported) or `word_threshold` is set: the share of generated words whose CTC support is
+    below it is counted (the hallucination signal), and `drop_unsupported` leaves those words out."""
     name, clips = dataset_clips(spec, split, n, batch_size)
     name += suffix
     rows, skipped, audio_seconds = [], 0, 0.0
@@ -184,15 +195,22 @@ def evaluate(
             keep.append((cid, ref))
             audio_seconds += len(wave) / audio.SAMPLE_RATE
         if waves:
-            hyps = transcribe_waves(model, waves, batch_size, window, strategy, stops=stops, **segment_settings)
-            for (cid, ref), hyp in zip(keep, hyps):
-                rows.append({"id": cid, "reference": ref, "hypothesis": hyp})
+            truth = getattr(clips, "words", {})
+            if word_threshold is None and not truth:
+                hyps = transcribe_waves(model, waves, batch_size, window, strategy, stops=stops, **segment_settings)
+                rows += [{"id": c, "reference": r, "hypothesis": h} for (c, r), h in zip(keep, hyps)]
+                continue
+            timed = transcribe_timed(model, waves, batch_size, window, strategy, stops=stops, **segment_settings)
+            rows += [
+                timed_row(c, r, t, truth.get(c), word_threshold, drop_unsupported) for (c, r), t in zip(keep, timed)
+            ]
     if not rows:
         raise ConfigError(f"dataset '{spec}' gave no clips to evaluate")
     result = {"dataset": name, **wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])}
     result["skipped"] = skipped + getattr(clips, "skipped", 0)
     # how often generation was stopped by the clip's token budget or by the loop rule, not by end-of-turn
     result.update(stops)
+    result.update(timing_summary(rows, word_threshold))
     result["seconds"] = round(time.perf_counter() - t0, 2)
     result["audio_seconds"] = round(audio_seconds, 2)
     result["rtfx"] = round(audio_seconds / max(result["seconds"], 1e-9), 2)  # audio seconds per wall second
@@ -236,6 +254,35 @@ def resolve_model_dir(p: Path) -> Path:
     raise ConfigError(f"{p} is not a speechlm model folder (no speechlm config.json, model/ or checkpoints/latest)")
 
 
+def timed_row(cid, ref: str, timed: dict, truth, threshold: float | None, drop: bool) -> dict:
+    """One clip's row with word times: its words, the share the CTC head does not support, and the
+    boundary errors against `truth` (true word times) when the set has them."""
+    from speechlm.boundaries import score_boundaries  # word-time scoring: only for timed output
+
+    words = timed["words"]
+    row = {"id": cid, "reference": ref, "hypothesis": timed["text"], "words": words}
+    if threshold is not None:
+        row["unsupported"] = sum(w["confidence"] < threshold for w in words)
+        if drop:
+            row["hypothesis"] = " ".join(w["text"] for w in words if w["confidence"] >= threshold)
+    if truth:
+        row["boundaries"] = score_boundaries(truth, words)
+    return row
+
+
+def timing_summary(rows: list[dict], threshold: float | None) -> dict:
+    """The hallucination signal's counts and the boundary errors, summed over clips."""
+    out = {}
+    if threshold is not None:
+        words = sum(len(r.get("words", [])) for r in rows)
+        flagged = sum(r.get("unsupported", 0) for r in rows)
+        out["unsupported_words"] = {"threshold": threshold, "flagged": flagged, "words": words}
+    scored = [r.pop("boundaries") for r in rows if "boundaries" in r]
+    if scored:
+        out["boundaries"] = sum(scored[1:], scored[0]).summary()
+    return out
+
+
 def print_table(results: list[dict]) -> None:
     print(f"{'dataset':<24}{'clips':>7}{'WER %':>8}{'orth %':>8}{'sub':>6}{'del':>6}{'ins':>6}{'RTFx':>8}")
     for r in results:
@@ -243,6 +290,11 @@ def print_table(results: list[dict]) -> None:
             f"{r['dataset']:<24}{r['clips']:>7}{100 * r['wer']:>8.2f}{100 * r['orthographic_wer']:>8.2f}"
             f"{r['substitutions']:>6}{r['deletions']:>6}{r['insertions']:>6}{r['rtfx']:>8.1f}"
         )
+    for r in results:
+        if "boundaries" in r:
+            print(f"word times in {r['dataset']}: {json.dumps(r['boundaries'])}")
+        if "unsupported_words" in r:
+            print(f"unsupported words in {r['dataset']}: {json.dumps(r['unsupported_words'])}")
     for r in results:
         print(f"\nworst in {r['dataset']}:")
         for w in r["worst"]:
@@ -270,12 +322,23 @@ def main(argv=None, prog: str = "python -m speechlm.eval"):
     ap.add_argument("--noise-snr-db", type=float, default=None, help="mix noise into every clip at this SNR")
     ap.add_argument("--noise-dir", default=None, help="noise clips for --noise-snr-db (default: generated noise)")
     ap.add_argument("--reverb", action="store_true", help="convolve every clip with a synthetic room")
+    ap.add_argument(
+        "--word-threshold",
+        type=float,
+        default=None,
+        help="count generated words whose CTC-head confidence is below this (the hallucination signal)",
+    )
+    ap.add_argument("--drop-unsupported", action="store_true", help="leave those words out of the hypotheses")
     args = ap.parse_args(argv)
     if args.noise_dir and args.noise_snr_db is None:
         raise ConfigError("--noise-dir: needs --noise-snr-db")
     suffix, corrupt = condition(args.noise_snr_db, args.noise_dir, args.reverb)
     if args.n is not None and args.n <= 0:
         raise ConfigError(f"-n must be positive, got {args.n}")
+    if args.word_threshold is not None and not 0 <= args.word_threshold <= 1:
+        raise ConfigError(f"--word-threshold: must be in [0, 1], got {args.word_threshold}")
+    if args.drop_unsupported and args.word_threshold is None:
+        raise ConfigError("--drop-unsupported: needs --word-threshold")
     check_long_form_args(args)
     local_model(args.model)  # validate first, in argument order: a wrong path fails before anything loads
     for d in args.dataset:
@@ -293,6 +356,8 @@ def main(argv=None, prog: str = "python -m speechlm.eval"):
             args.window_seconds,
             corrupt=corrupt,
             suffix=suffix,
+            word_threshold=args.word_threshold,
+            drop_unsupported=args.drop_unsupported,
             **long_form_settings(args),
         )
         for d in args.dataset

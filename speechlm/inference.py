@@ -91,17 +91,18 @@ def load_clip(src, name: str, max_seconds: float | None = MAX_SECONDS) -> np.nda
     return wave
 
 
-def batch_transcriber(model, stops: dict | None = None) -> Callable[[list[np.ndarray]], list[str]]:
-    """The texts of one batch of windows (`SpeechLM.transcribe`), as `transcribe_waves` batches them;
-    `stops`, if given, counts the windows whose generation ended on the token budget ("capped") or the
-    loop rule ("loops_truncated") rather than on end-of-turn."""
+def batch_transcriber(model, stops: dict | None = None, timestamps: bool = False) -> Callable[[list[np.ndarray]], list]:
+    """The texts of one batch of windows (`SpeechLM.transcribe`), as `transcribe_waves` batches them
+    (with `timestamps`, dicts with the text and its words); `stops`, if given, counts the windows whose
+    generation ended on the token budget ("capped") or the loop rule ("loops_truncated") rather than on
+    end-of-turn."""
 
-    def batch(ws: list[np.ndarray]) -> list[str]:
-        outs = model.transcribe(ws, details=True)
+    def batch(ws: list[np.ndarray]) -> list:
+        outs = model.transcribe(ws, details=True, timestamps=timestamps)
         if stops is not None:
             stops["capped"] = stops.get("capped", 0) + sum(bool(o["capped"]) for o in outs)
             stops["loops_truncated"] = stops.get("loops_truncated", 0) + sum(bool(o["loop"]) for o in outs)
-        return [o["text"] for o in outs]
+        return outs if timestamps else [o["text"] for o in outs]
 
     return batch
 
@@ -167,6 +168,7 @@ def transcribe_timed(
     window: float | None = None,
     strategy: str = longform.DEFAULT_STRATEGY,
     overlap_seconds: float = 2.0,
+    stops: dict | None = None,
     threshold_db: float = longform.THRESHOLD_DB,
     min_pause_seconds: float = longform.MIN_PAUSE_SECONDS,
     merge_seconds: float = longform.MERGE_SECONDS,
@@ -175,7 +177,7 @@ def transcribe_timed(
     segments with their text and words), "words" ({"text", "start", "end", "confidence"}, seconds in the
     recording's clock; start/end None for a word the CTC head could not place)}."""
     spans, outs = longform.transcribe_windows(
-        lambda ws: model.transcribe(ws, details=True, timestamps=True),
+        batch_transcriber(model, stops, timestamps=True),
         waves,
         window_seconds(model, window),
         strategy,

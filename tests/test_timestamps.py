@@ -83,3 +83,24 @@ def test_transcribe_cli_writes_json_srt_and_vtt_that_subtitle_readers_parse(tmp_
     h, m, sec = captions[0].start.split(":")  # webvtt-py's start_in_seconds drops the milliseconds
     assert all(s.start < s.end for s in subs)
     assert subs[0].start.total_seconds() == pytest.approx(3600 * int(h) + 60 * int(m) + float(sec), abs=1e-3)
+
+
+def test_eval_scores_word_times_against_a_timed_set_and_counts_unsupported_words(tmp_path):
+    """speechlm.eval on a shard set whose labels carry true word times (kind timed): boundary errors
+    and the hallucination signal's counts are reported; dropping unsupported words changes hypotheses
+    only by leaving words out."""
+    from speechlm import eval as ev
+    from speechlm import shard
+
+    recipe, _ = shard.load_recipe("timed")
+    recipe.sources[0].timed.test = 4
+    out = shard.build(recipe, tmp_path / "timed", workers=1)
+    model = trained_looking("tiny/whisper", "tiny/qwen3_5")
+    kept = ev.evaluate(model, str(out), split="test", word_threshold=0.5)
+    dropped = ev.evaluate(model, str(out), split="test", word_threshold=0.5, drop_unsupported=True)
+    b = kept["boundaries"]
+    assert b["matched"] + b["substituted"] + b["deleted"] > 0 and set(b) >= {"start_median_ms", "end_p90_ms"}
+    u = kept["unsupported_words"]
+    assert u["threshold"] == 0.5 and 0 <= u["flagged"] <= u["words"] and u["words"] > 0
+    for a, d in zip(kept["rows"], dropped["rows"]):
+        assert set(d["hypothesis"].split()) <= set(a["hypothesis"].split())
