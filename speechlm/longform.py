@@ -168,10 +168,25 @@ def segment_windows(
     if n == 0:
         return [(0, len(wave))]
     silent = _silent_frames(wave, threshold_db)
+    cuts = _pause_cuts(silent, min_pause_seconds, keep_before_seconds, keep_after_seconds)
+    if not cuts:
+        return pause_windows(wave, window_seconds)
+    bounds = [0] + [c * FRAME for c in cuts] + [len(wave)]
+    merge_len = min(int(merge_seconds * SAMPLE_RATE), max_len)
+    merged = _merge_segments(list(zip(bounds[:-1], bounds[1:])), silent, merge_len, max_len)
+    out: list[tuple[int, int]] = []
+    for s, e in merged:
+        out += [(s + a, s + b) for a, b in pause_windows(wave[s:e], window_seconds)] if e - s > max_len else [(s, e)]
+    return out if keep_silent else [(s, e) for s, e in out if not _all_silent(silent, s, e)]
+
+
+def _pause_cuts(silent: np.ndarray, min_pause_seconds: float, keep_before: float, keep_after: float) -> list[int]:
+    """Frame indices where `segment_windows` cuts: in each pause, by the kept silence on either side."""
+    n = len(silent)
     min_run = max(1, round(min_pause_seconds * SAMPLE_RATE / FRAME))
-    before = round(keep_before_seconds * SAMPLE_RATE / FRAME)
-    after = round(keep_after_seconds * SAMPLE_RATE / FRAME)
-    cuts = []  # frame indices
+    before = round(keep_before * SAMPLE_RATE / FRAME)
+    after = round(keep_after * SAMPLE_RATE / FRAME)
+    cuts = []
     for a, b in _runs(silent):
         if b - a < min_run:
             continue
@@ -179,29 +194,26 @@ def segment_windows(
             cuts += [a + after, b - before]
         else:
             cuts.append(a + (b - a) * after // (before + after) if before + after else (a + b) // 2)
-    cuts = [c for c in cuts if 0 < c < n]
-    if not cuts:
-        return pause_windows(wave, window_seconds)
-    bounds = [0] + [c * FRAME for c in cuts] + [len(wave)]
-    segments = list(zip(bounds[:-1], bounds[1:]))
+    return [c for c in cuts if 0 < c < n]
 
-    def is_silent(s: int, e: int) -> bool:
-        frames = silent[s // FRAME : min(n, -(-e // FRAME))]
-        return len(frames) > 0 and bool(frames.all())
 
-    def sound(s: int, e: int) -> int:  # frames of sound (not silent) in s:e
-        return int((~silent[s // FRAME : min(n, -(-e // FRAME))]).sum())
+def _all_silent(silent: np.ndarray, s: int, e: int) -> bool:
+    frames = silent[s // FRAME : min(len(silent), -(-e // FRAME))]
+    return len(frames) > 0 and bool(frames.all())
 
-    merge_len = min(int(merge_seconds * SAMPLE_RATE), max_len)
+
+def _merge_segments(segments, silent: np.ndarray, merge_len: int, max_len: int) -> list[tuple[int, int]]:
+    """Segments with sound merged left to right while the span stays within `merge_len` (a click or a
+    breath within `max_len`); silent segments stay apart (see `segment_windows`)."""
     min_sound = round(MIN_SOUND_SECONDS * SAMPLE_RATE / FRAME)
     merged: list[tuple[int, int]] = []
     group = None  # index in `merged` of the last segment with sound: the next one may join it
     group_sound = 0
     for s, e in segments:
-        if is_silent(s, e):
+        if _all_silent(silent, s, e):
             merged.append((s, e))
             continue
-        k = sound(s, e)
+        k = int((~silent[s // FRAME : min(len(silent), -(-e // FRAME))]).sum())  # frames of sound in s:e
         # a click or a breath between pauses is no segment of its own: it joins its neighbour (within
         # the window) rather than being transcribed alone, which makes a model say anything
         short = k < min_sound or group_sound < min_sound
@@ -211,10 +223,7 @@ def segment_windows(
         else:
             merged.append((s, e))
             group, group_sound = len(merged) - 1, k
-    out: list[tuple[int, int]] = []
-    for s, e in merged:
-        out += [(s + a, s + b) for a, b in pause_windows(wave[s:e], window_seconds)] if e - s > max_len else [(s, e)]
-    return out if keep_silent else [(s, e) for s, e in out if not is_silent(s, e)]
+    return merged
 
 
 def _norm(word: str) -> str:

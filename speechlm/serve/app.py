@@ -145,68 +145,79 @@ def create_app(cfg: ServeConfig, engine: Engine, batcher: Batcher, names: list[s
 
     @app.post("/v1/audio/transcriptions", dependencies=[authorized])
     async def transcriptions(request: Request):
-        if state.draining:
-            raise APIError(503, "the server is shutting down; send the request to another replica", "shutting_down")
-        if state.in_flight >= cfg.max_concurrent:
-            state.counts["busy"] += 1
-            raise APIError(
-                503,
-                f"the server is at its limit of {cfg.max_concurrent} concurrent requests (--max-concurrent); retry",
-                "server_busy",
-                headers={"Retry-After": "1"},
-            )
-        state.in_flight += 1
-        try:
-            response = await _transcribe(request)
-            state.counts["ok"] += 1
-            return response
-        except APIError as e:
-            state.counts["client_errors" if e.status < 500 else "server_errors"] += 1
-            raise
-        except ClientDisconnect:  # the client left: nobody to answer
-            state.counts["disconnected"] += 1
-            return Response(status_code=499)
-        except Exception:
-            state.counts["server_errors"] += 1
-            raise
-        finally:
-            state.in_flight -= 1
-
-    async def _transcribe(request: Request) -> Response:
-        form = await read_form(request, cfg.max_upload_bytes)
-        try:
-            req = fields.parse(form, names)
-            data = await req.file.read()
-        finally:
-            await form.close()
-        if not data:
-            raise APIError(400, "the file is empty (0 bytes)", "empty_file", "file")
-        try:
-            wave = await run_in_threadpool(engine.decode, data)
-        except BadAudio as e:
-            raise APIError(400, f"not usable audio: {e}", "invalid_audio", "file") from None
-        del data
-        seconds = len(wave) / SAMPLE_RATE
-        if seconds > cfg.max_seconds:
-            raise APIError(
-                400,
-                f"the audio is {seconds:.1f} s long, over the server's limit of {cfg.max_seconds:g} s (--max-seconds)",
-                "audio_too_long",
-                "file",
-            )
-        spans = await run_in_threadpool(engine.cut, wave)
-        job = batcher.submit([wave[s:e] for s, e in spans])
-        result = asyncio.wrap_future(job.future)
-        gone = asyncio.ensure_future(_client_gone(request.receive))
-        try:
-            await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gone.cancel()
-        if not result.done():  # the client hung up: its segments leave the queue, its slot is free
-            batcher.cancel(job)
-            result.cancel()
-            raise ClientDisconnect
-        texts = result.result()
-        return formats.render(req.response_format, engine.join(texts), engine.timed(spans, texts), seconds)
+        return await _admitted(state, cfg, lambda: _transcribe(request, cfg, engine, batcher, names))
 
     return app
+
+
+async def _admitted(state: ServerState, cfg: ServeConfig, handle) -> Response:
+    """One request through the server's door: refused while draining or full, counted by its outcome."""
+    if state.draining:
+        raise APIError(503, "the server is shutting down; send the request to another replica", "shutting_down")
+    if state.in_flight >= cfg.max_concurrent:
+        state.counts["busy"] += 1
+        raise APIError(
+            503,
+            f"the server is at its limit of {cfg.max_concurrent} concurrent requests (--max-concurrent); retry",
+            "server_busy",
+            headers={"Retry-After": "1"},
+        )
+    state.in_flight += 1
+    try:
+        response = await handle()
+        state.counts["ok"] += 1
+        return response
+    except APIError as e:
+        state.counts["client_errors" if e.status < 500 else "server_errors"] += 1
+        raise
+    except ClientDisconnect:  # the client left: nobody to answer
+        state.counts["disconnected"] += 1
+        return Response(status_code=499)
+    except Exception:
+        state.counts["server_errors"] += 1
+        raise
+    finally:
+        state.in_flight -= 1
+
+
+async def _read_audio(request: Request, cfg: ServeConfig, engine: Engine, names: list[str]):
+    """(the parsed request fields, its 16 kHz wave): every bad upload a 4xx naming the field."""
+    form = await read_form(request, cfg.max_upload_bytes)
+    try:
+        req = fields.parse(form, names)
+        data = await req.file.read()
+    finally:
+        await form.close()
+    if not data:
+        raise APIError(400, "the file is empty (0 bytes)", "empty_file", "file")
+    try:
+        wave = await run_in_threadpool(engine.decode, data)
+    except BadAudio as e:
+        raise APIError(400, f"not usable audio: {e}", "invalid_audio", "file") from None
+    seconds = len(wave) / SAMPLE_RATE
+    if seconds > cfg.max_seconds:
+        raise APIError(
+            400,
+            f"the audio is {seconds:.1f} s long, over the server's limit of {cfg.max_seconds:g} s (--max-seconds)",
+            "audio_too_long",
+            "file",
+        )
+    return req, wave
+
+
+async def _transcribe(request: Request, cfg: ServeConfig, engine: Engine, batcher: Batcher, names) -> Response:
+    req, wave = await _read_audio(request, cfg, engine, names)
+    spans = await run_in_threadpool(engine.cut, wave)
+    job = batcher.submit([wave[s:e] for s, e in spans])
+    result = asyncio.wrap_future(job.future)
+    gone = asyncio.ensure_future(_client_gone(request.receive))
+    try:
+        await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not result.done():  # the client hung up: its segments leave the queue, its slot is free
+        batcher.cancel(job)
+        result.cancel()
+        raise ClientDisconnect
+    texts = result.result()
+    return formats.render(req.response_format, engine.join(texts), engine.timed(spans, texts), len(wave) / SAMPLE_RATE)
