@@ -157,3 +157,25 @@ def test_trainer_resolves_auto_from_the_stated_memory(synthetic_shards, tmp_path
     assert (p.micro, p.accumulation) == (expected.micro, expected.accumulation) and "checkpoint" in p.reason
     assert (run.micro, run.accumulation) == (expected.micro, expected.accumulation)
     assert again.training.per_device_train_batch_size == "auto"
+
+
+def test_probe_runs_on_cuda_only_and_halves_to_divisors_of_the_step():
+    """What the probe decides without a GPU (its CUDA run is bench/gpu_check.py's): no CUDA leaves the
+    plan's pick as it is; after an OOM the next try is the largest divisor of the clips per step at
+    most half; 1 clip out of memory is a ConfigError."""
+    import dataclasses
+
+    import torch
+
+    cfg = load(Config, None, None, [])
+    p = pick(cfg, model_shapes(cfg), 80, world=1, clip_seconds=19.0)
+    assert autobatch.probe(cfg, None, p, torch.device("cpu"), world=1) is p
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.micro = 1  # a pick is a value: the probe returns a new one
+    tries, micro = [], 12
+    while micro > 1:
+        micro = autobatch._halved(12, micro, 19.0, "cuda:0")
+        tries.append(micro)
+    assert tries == [6, 3, 1]
+    with pytest.raises(ConfigError, match=r"1 clip of 19.0 s runs out of memory on cuda:0; raise deepspeed.zero_stage"):
+        autobatch._halved(12, 1, 19.0, "cuda:0")
