@@ -85,10 +85,11 @@ def run_variant(a) -> dict:
     gib, source = autobatch.device_memory_gib()
     shapes = planner.model_shapes(cfg)
     choice = pick(cfg, shapes, gib, world=world, clip_seconds=WORST_CLIP_SECONDS)
-    autobatch.apply(cfg, choice)
+    cfg = autobatch.applied(cfg, choice)
     model, tok = gpu_step.build(cfg, device)
     t0 = time.perf_counter()
     choice = autobatch.probe(cfg, model, choice, device, world)
+    cfg = autobatch.applied(cfg, choice)  # the probe may have halved the micro batch
     probe_peak = choice.probe_peak_bytes
     probe_s = time.perf_counter() - t0
     micro, accum = cfg.training.per_device_train_batch_size, cfg.training.gradient_accumulation_steps

@@ -12,6 +12,8 @@ from speechlm.config import Config, ConfigError, load
 from speechlm.plan import GIB, USABLE_FRACTION, model_shapes
 from speechlm.plan.auto import EFFICIENT_TOKENS, pick, step_bytes
 from speechlm.train import autobatch
+from speechlm.train.checkpoint import CheckpointManager
+from speechlm.train.run import resolve_run
 
 
 def test_auto_is_a_value_and_bad_strings_name_the_key():
@@ -124,9 +126,9 @@ def test_trainer_resolves_auto_from_the_stated_memory(synthetic_shards, tmp_path
     assert saved["per_device_train_batch_size"] == expected.micro
     first = json.loads((trainer.run_dir / "metrics.jsonl").read_text().splitlines()[0])
     assert first["effective_batch_size"] == 16
+    assert cfg.training.per_device_train_batch_size == "auto"  # the config given is not changed
     # a resume keeps what the checkpoint recorded, whatever the device now offers: the data order
     # depends on the micro batch
-    monkeypatch.setenv(autobatch.ENV, "1000")
     again = load(
         Config,
         "tiny",
@@ -141,6 +143,39 @@ def test_trainer_resolves_auto_from_the_stated_memory(synthetic_shards, tmp_path
             "training.resume_from_checkpoint=auto",
         ],
     )
-    p = autobatch.resolve(again, world=1)
+    path = CheckpointManager(trainer.run_dir).resolve(again.training.resume_from_checkpoint)
+    run = resolve_run(
+        again,
+        world=1,
+        device_name="cpu",
+        bf16_supported=True,
+        saved=CheckpointManager.read_state(path),
+        saved_path=path,
+        device_memory=(1000.0, "stated"),
+    )
+    p = run.auto
     assert (p.micro, p.accumulation) == (expected.micro, expected.accumulation) and "checkpoint" in p.reason
-    assert again.training.per_device_train_batch_size == expected.micro
+    assert (run.micro, run.accumulation) == (expected.micro, expected.accumulation)
+    assert again.training.per_device_train_batch_size == "auto"
+
+
+def test_probe_runs_on_cuda_only_and_halves_to_divisors_of_the_step():
+    """What the probe decides without a GPU (its CUDA run is bench/gpu_check.py's): no CUDA leaves the
+    plan's pick as it is; after an OOM the next try is the largest divisor of the clips per step at
+    most half; 1 clip out of memory is a ConfigError."""
+    import dataclasses
+
+    import torch
+
+    cfg = load(Config, None, None, [])
+    p = pick(cfg, model_shapes(cfg), 80, world=1, clip_seconds=19.0)
+    assert autobatch.probe(cfg, None, p, torch.device("cpu"), world=1) is p
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.micro = 1  # a pick is a value: the probe returns a new one
+    tries, micro = [], 12
+    while micro > 1:
+        micro = autobatch._halved(12, micro, 19.0, "cuda:0")
+        tries.append(micro)
+    assert tries == [6, 3, 1]
+    with pytest.raises(ConfigError, match=r"1 clip of 19.0 s runs out of memory on cuda:0; raise deepspeed.zero_stage"):
+        autobatch._halved(12, 1, 19.0, "cuda:0")

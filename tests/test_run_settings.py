@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import pytest
+import yaml
 
 from speechlm import config as config_mod
 from speechlm.config import Config, ConfigError
 from speechlm.model.build import make_loss
 from speechlm.model.loss import LOSSES
 from speechlm.plan import model_shapes, step_memory
+from speechlm.train import autobatch
 from speechlm.train.run import resolve_run
 
 
@@ -39,8 +44,10 @@ def test_fresh_run_fills_the_ds_config_and_leaves_the_config_alone():
 
 
 def test_elastic_resume_keeps_the_effective_batch_and_loads_universal_state():
+    cfg = cfg_with()
+    before = copy.deepcopy(cfg)
     run = resolve_run(
-        cfg_with(),
+        cfg,
         world=1,
         device_name="cpu",
         bf16_supported=True,
@@ -50,6 +57,9 @@ def test_elastic_resume_keeps_the_effective_batch_and_loads_universal_state():
     assert run.cfg.training.gradient_accumulation_steps == 4 and run.configured_accumulation == 2
     assert run.ds_config["train_batch_size"] == 16 and run.ds_config["checkpoint"]["load_universal"] is True
     assert "2 -> 1 processes" in run.elastic_line
+    assert cfg == before  # the re-plan is in the settings' own config
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.world = 2
 
 
 def test_a_card_without_bf16_trains_in_fp32():
@@ -93,3 +103,68 @@ def test_the_loss_is_configured_and_states_its_logits_memory_to_the_planner():
         labels = 2 * 15  # ceil(4 s x 3.5 tokens/s) + 1 per clip
         assert mem["logits"] == make_loss(cfg.training).logits_bytes(labels, shapes.vocab_size, 2)
     assert LOSSES["full_ce"]().logits_bytes(30, 512, 2) == 30 * 512 * 12
+
+
+def test_steps_are_decided_from_the_loader_and_a_world_change_keeps_the_schedule():
+    fresh = resolve_run(cfg_with("training.max_steps=-1"), world=1, device_name="cpu", bf16_supported=True)
+    assert fresh.total_steps is None  # stage 3 decides it
+    run = fresh.with_steps(batches_per_epoch=9)  # 9 micro batches, accumulation 2: 4 optimizer steps
+    assert (run.steps_per_epoch, run.total_steps, fresh.total_steps) == (4, 4, None)
+    with pytest.raises(ConfigError, match="1 batches per rank per epoch is fewer than"):
+        fresh.with_steps(batches_per_epoch=1)
+    state = {**saved_state(4, 2, 2), "total_steps": 50}
+    moved = resolve_run(cfg_with("training.max_steps=-1"), world=1, device_name="cpu", bf16_supported=True, saved=state)
+    assert moved.accumulation == 4 and moved.with_steps(batches_per_epoch=9).total_steps == 50
+    same = resolve_run(cfg_with("training.max_steps=-1"), world=2, device_name="cpu", bf16_supported=True, saved=state)
+    assert same.with_steps(batches_per_epoch=9).total_steps == 4  # same layout: the data decides
+
+
+def tiny_setup_config(shards, out, *overrides) -> Config:
+    return config_mod.load(
+        Config,
+        "tiny",
+        None,
+        [
+            f"data.train=[{{path: {shards}, split: train}}]",
+            "data.eval=[]",
+            "data.num_workers=0",
+            "training.max_steps=1",
+            f"training.output_dir={out}",
+            "training.run_name=setup",
+            "training.final_model=false",
+            *overrides,
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        ["training.per_device_train_batch_size=4", "training.gradient_accumulation_steps=2"],
+        ["training.per_device_train_batch_size=auto", "training.clips_per_step_per_device=8"],
+    ],
+    ids=["number", "auto"],
+)
+def test_setup_decides_the_run_once_and_leaves_the_config_as_given(synthetic_shards, tmp_path, monkeypatch, batch):
+    from speechlm.train.loop import Trainer
+
+    monkeypatch.setenv(autobatch.ENV, "1000")  # the memory `auto` plans for on this CPU
+    cfg = tiny_setup_config(synthetic_shards, tmp_path, *batch)
+    before = copy.deepcopy(cfg)
+    trainer = Trainer(cfg)
+    trainer.setup()
+    try:
+        s = trainer.settings
+        assert cfg == before and trainer.config is cfg
+        assert trainer.cfg is s.cfg and s.cfg is not cfg and s.cfg.training is not cfg.training
+        assert (s.micro, s.accumulation, s.effective_batch) == ((4, 2, 8) if s.auto is None else (8, 1, 8))
+        assert s.total_steps == 1 and s.steps_per_epoch == 64 // 8
+        recorded = yaml.safe_load((trainer.run_dir / "config.yaml").read_text())["training"]
+        assert (recorded["per_device_train_batch_size"], recorded["gradient_accumulation_steps"]) == (
+            s.micro,
+            s.accumulation,
+        )
+        assert trainer.engine.train_micro_batch_size_per_gpu() == s.micro
+        assert trainer.engine.gradient_accumulation_steps() == s.accumulation
+    finally:
+        trainer.finish()

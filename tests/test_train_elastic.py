@@ -22,37 +22,35 @@ def t(micro=4, acc=1):
     return TrainingConfig(per_device_train_batch_size=micro, gradient_accumulation_steps=acc)
 
 
+def fit(x, saved, world):
+    """The accumulation and line fit_accumulation gives; the training config it read is unchanged."""
+    before = (x.per_device_train_batch_size, x.gradient_accumulation_steps)
+    acc, line = elastic.fit_accumulation(x, saved, world)
+    assert (x.per_device_train_batch_size, x.gradient_accumulation_steps) == before
+    return acc, line
+
+
 def test_accumulation_keeps_the_effective_batch():
-    x = t()
-    line = elastic.fit_accumulation(x, state(4, 1, 2), 1)
-    assert (
-        x.gradient_accumulation_steps == 2
-        and "2 -> 1 processes" in line
-        and "1 -> 2 keeps the effective batch at 8" in line
-    )
-    x = t()  # back to 2 ranks from the 1-rank checkpoint, whose config said 1
-    line = elastic.fit_accumulation(x, state(4, 2, 1, configured=1), 2)
-    assert x.gradient_accumulation_steps == 1 and "2 -> 1 keeps the effective batch at 8" in line
-    x = t()  # requeued on the same 1 rank: the adjusted accumulation stays
-    assert "as the checkpoint ran" in elastic.fit_accumulation(x, state(4, 2, 1, configured=1), 1)
-    assert x.gradient_accumulation_steps == 2
-    x = t()  # nothing changed: nothing to say
-    assert elastic.fit_accumulation(x, state(4, 1, 2), 2) is None and x.gradient_accumulation_steps == 1
+    acc, line = fit(t(), state(4, 1, 2), 1)
+    assert acc == 2 and "2 -> 1 processes" in line and "1 -> 2 keeps the effective batch at 8" in line
+    # back to 2 ranks from the 1-rank checkpoint, whose config said 1
+    acc, line = fit(t(), state(4, 2, 1, configured=1), 2)
+    assert acc == 1 and "2 -> 1 keeps the effective batch at 8" in line
+    # requeued on the same 1 rank: the adjusted accumulation stays
+    acc, line = fit(t(), state(4, 2, 1, configured=1), 1)
+    assert acc == 2 and "as the checkpoint ran" in line
+    assert fit(t(), state(4, 1, 2), 2) == (1, None)  # nothing changed: nothing to say
 
 
 def test_an_effective_batch_that_cannot_be_kept_says_so_once():
-    x = t()
-    line = elastic.fit_accumulation(x, state(4, 1, 2), 3)  # 8 clips per step on 3 ranks x 4: no
-    assert x.gradient_accumulation_steps == 1 and "not a multiple" in line and "becomes 12" in line
-    x = t(micro=2, acc=3)
-    line = elastic.fit_accumulation(x, state(2, 3, 4), 5)  # 24 on 5 x 2: nearest is 20 (accumulation 2)
-    assert x.gradient_accumulation_steps == 2 and "becomes 20" in line
+    acc, line = fit(t(), state(4, 1, 2), 3)  # 8 clips per step on 3 ranks x 4: no
+    assert acc == 1 and "not a multiple" in line and "becomes 12" in line
+    acc, line = fit(t(micro=2, acc=3), state(2, 3, 4), 5)  # 24 on 5 x 2: nearest is 20 (accumulation 2)
+    assert acc == 2 and "becomes 20" in line
 
 
 def test_a_batch_the_user_changed_stands():
-    x = t(micro=8)
-    assert elastic.fit_accumulation(x, state(4, 1, 2), 1) is None
-    assert (x.per_device_train_batch_size, x.gradient_accumulation_steps) == (8, 1)
+    assert fit(t(micro=8), state(4, 1, 2), 1) == (1, None)
 
 
 def test_checkpoints_from_before_elastic_resume():
@@ -60,6 +58,5 @@ def test_checkpoints_from_before_elastic_resume():
         "world_size": 2,
         "config": {"training": {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1}},
     }
-    x = t()
-    assert "keeps the effective batch at 8" in elastic.fit_accumulation(x, old, 1)
-    assert x.gradient_accumulation_steps == 2
+    acc, line = fit(t(), old, 1)
+    assert acc == 2 and "keeps the effective batch at 8" in line

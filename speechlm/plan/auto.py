@@ -29,7 +29,7 @@ ENV = "SPEECHLM_DEVICE_MEMORY_GIB"
 EFFICIENT_TOKENS = 8192  # worst-case tokens per micro batch from which checkpointing is not worth it
 
 
-@dataclass
+@dataclass(frozen=True)
 class BatchPick:
     micro: int
     accumulation: int

@@ -10,15 +10,16 @@
    whose partitioned weights a probe before the engine cannot represent.)
 3. A resumed run keeps the micro batch, accumulation and checkpointing its checkpoint recorded: the
    data order depends on the micro batch, and a probe may land differently on another start.
-What was picked and why is logged, and the resolved numbers are what config.yaml and checkpoints record.
+Each step returns a value and changes nothing: the pick goes into the run's resolved settings
+(speechlm.train.run), whose config is what config.yaml and checkpoints record. What was picked and
+why is logged.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import math
-from pathlib import Path
 
 import torch
 
@@ -28,52 +29,29 @@ from speechlm.plan.auto import ENV, BatchPick, device_memory_gib, divisors_down,
 from speechlm.plan.disk import data_facts
 from speechlm.plan.memory import TEXT_TOKENS_PER_SECOND, worst_clip_seconds, zero_memory
 from speechlm.plan.models import model_shapes
-from speechlm.train.checkpoint import CheckpointManager
 
 log = logging.getLogger("speechlm.train")
 
 WORDS = "the quick brown fox jumps over the lazy dog".split()
 
 
-def _recorded(cfg: Config) -> dict | None:
-    """The resolved training values of the checkpoint this run resumes from, if any."""
-    t = cfg.training
-    if not t.resume_from_checkpoint:
-        return None
-    run_dir = Path(t.output_dir) / (t.run_name or "")
-    try:
-        path = CheckpointManager(run_dir if t.resume_from_checkpoint == "auto" and t.run_name else ".").resolve(
-            t.resume_from_checkpoint
-        )
-    except ConfigError:
-        return None
-    if path is None:
-        return None
-    saved = json.loads((path / "trainer_state.json").read_text()).get("config", {}).get("training", {})
-    if not isinstance(saved.get("per_device_train_batch_size"), int):
-        return None
-    return {"path": path, **saved}
-
-
-def apply(cfg: Config, p: BatchPick) -> None:
-    t = cfg.training
-    t.per_device_train_batch_size = p.micro
-    t.gradient_accumulation_steps = p.accumulation
-    t.gradient_checkpointing = p.gradient_checkpointing
-
-
-def resolve(cfg: Config, world: int) -> BatchPick | None:
-    """Step 1 (and 3): set the training config's micro batch, accumulation and checkpointing."""
-    if cfg.training.per_device_train_batch_size != "auto":
-        return None
-    return decide(cfg, world, _recorded(cfg))
+def applied(cfg: Config, p: BatchPick) -> Config:
+    """`cfg` with the pick's micro batch, accumulation and checkpointing: a new Config, `cfg` untouched."""
+    t = dataclasses.replace(
+        cfg.training,
+        per_device_train_batch_size=p.micro,
+        gradient_accumulation_steps=p.accumulation,
+        gradient_checkpointing=p.gradient_checkpointing,
+    )
+    return dataclasses.replace(cfg, training=t)
 
 
 def decide(
     cfg: Config, world: int, recorded: dict | None, device_memory: tuple[float, str] | None = None
 ) -> BatchPick | None:
-    """Steps 1 and 3 from what the caller read: `recorded`, the resumed checkpoint's training values
-    (with its "path"), or None; `device_memory` as `device_memory_gib()` gives it (asked when None)."""
+    """Steps 1 and 3: the pick for `cfg` (None: a number was given; `cfg` is not changed). `recorded`:
+    the resumed checkpoint's training values (with its "path"), or None; `device_memory` as
+    `device_memory_gib()` gives it (asked when None)."""
     t = cfg.training
     if t.per_device_train_batch_size != "auto":
         return None
@@ -93,13 +71,11 @@ def decide(
             peak_bytes=float("nan"),
             reason=f"as recorded by the checkpoint resumed ({rec['path']})",
         )
-        apply(cfg, p)
         log.warning("per_device_train_batch_size=auto: %s", p.describe())
         return p
     gib, source = device_memory or device_memory_gib()
     clip = worst_clip_seconds(cfg, data_facts(cfg))
     p = pick(cfg, model_shapes(cfg), gib, world=world, clip_seconds=clip)
-    apply(cfg, p)
     log.warning(
         "per_device_train_batch_size=auto for %s (%.1f GiB, ZeRO-%d, world %d), %d clips per step: %s",
         source,
@@ -123,79 +99,30 @@ def worst_batch(cfg: Config, model, micro: int, clip_seconds: float) -> dict:
 
 
 def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) -> BatchPick:
-    """Step 2: run the worst case once on the device; halve the micro batch on OOM. CUDA only."""
-    if device.type != "cuda" or p.device_gib != p.device_gib:  # no CUDA, or values from a checkpoint
+    """Step 2: run the worst case once on the device; halve the micro batch on OOM. CUDA only.
+    Returns the pick that ran, with its measured peak: a new value (`p` and `cfg` are not changed)."""
+    if not _probe_applies(cfg, p, device):
         return p
-    if cfg.deepspeed.zero_stage == 3:  # the probe holds every weight; ZeRO-3 will hold 1/N of them
-        log.warning(
-            "per_device_train_batch_size=auto: no probe under ZeRO-3 (it would hold all the weights "
-            "the engine partitions); the plan's pick stands: %s",
-            p.describe(),
-        )
-        return p
-    shapes = model_shapes(cfg)
-    opt_bytes = zero_memory(
-        shapes.frozen_params,
-        shapes.trainable_params,
-        stage=cfg.deepspeed.zero_stage,
-        world=world,
-        offload=cfg.deepspeed.offload,
-    )["optimizer_states"]
     target = target_clips(cfg)
+    reserve = optimizer_state_bytes(cfg, world)
     model.to(device).train()
     micro = p.micro
-    while True:
-        reserve = batch = None
-        torch.cuda.reset_peak_memory_stats(device)
-        try:
-            reserve = torch.empty(int(opt_bytes), dtype=torch.uint8, device=device)  # DeepSpeed's, later
-            batch = worst_batch(cfg, model, micro, p.worst_clip_seconds)
-            batch = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in batch.items()}
-            model(**batch).loss.backward()
-            peak = torch.cuda.max_memory_allocated(device)
-            ok = True
-        except torch.OutOfMemoryError:
-            ok, peak = False, 0
-        finally:  # nothing of this try may stay on the device: not the batch, the grads or the reserve
-            reserve = batch = None  # noqa: F841
-            model.zero_grad(set_to_none=True)
-            torch.cuda.empty_cache()
-        if ok:
-            break
-        smaller = divisors_down(target, micro // 2)
-        if not smaller:
-            raise ConfigError(
-                f"training.per_device_train_batch_size=auto: 1 clip of {p.worst_clip_seconds:.1f} s "
-                f"runs out of memory on {device}; raise deepspeed.zero_stage or use a larger device"
-            )
-        log.warning(
-            "per_device_train_batch_size=auto: micro batch %d ran out of memory on the worst case; trying %d",
-            micro,
-            smaller[0],
-        )
-        micro = smaller[0]
-    if world > 1:  # every rank runs the same micro batch: the smallest any of them managed
-        import torch.distributed as dist
-
-        t = torch.tensor([micro], device=device)
-        dist.all_reduce(t, op=dist.ReduceOp.MIN)
-        micro = int(t.item())
+    while (peak := _run_worst_case(cfg, model, micro, p.worst_clip_seconds, reserve, device)) is None:
+        micro = _halved(target, micro, p.worst_clip_seconds, device)
+    micro = _smallest_over_ranks(micro, device, world)
     torch.cuda.reset_peak_memory_stats(device)
     if micro != p.micro:
         planned = step_bytes(
-            cfg, shapes, micro, p.gradient_checkpointing, world=world, clip_seconds=p.worst_clip_seconds
+            cfg, model_shapes(cfg), micro, p.gradient_checkpointing, world=world, clip_seconds=p.worst_clip_seconds
         )
-        p = BatchPick(
-            micro,
-            target // micro,
-            p.gradient_checkpointing,
-            p.device_gib,
-            p.worst_clip_seconds,
-            planned,
+        p = dataclasses.replace(
+            p,
+            micro=micro,
+            accumulation=target // micro,
+            peak_bytes=planned,
             reason=f"{p.reason}; halved to {micro} after running out of memory in the probe",
         )
-        apply(cfg, p)
-    p.probe_peak_bytes = float(peak) if peak else None  # of this rank's last successful try
+    p = dataclasses.replace(p, probe_peak_bytes=float(peak))  # of this rank's last successful try
     log.warning(
         "per_device_train_batch_size=auto: the worst case (%d clips of %.1f s) ran on %s, peak %.1f GiB "
         "(plan %.1f GiB): %s",
@@ -207,3 +134,75 @@ def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) ->
         p.describe(),
     )
     return p
+
+
+def _probe_applies(cfg: Config, p: BatchPick, device: torch.device) -> bool:
+    if device.type != "cuda" or p.device_gib != p.device_gib:  # no CUDA, or values from a checkpoint
+        return False
+    if cfg.deepspeed.zero_stage == 3:  # the probe holds every weight; ZeRO-3 will hold 1/N of them
+        log.warning(
+            "per_device_train_batch_size=auto: no probe under ZeRO-3 (it would hold all the weights "
+            "the engine partitions); the plan's pick stands: %s",
+            p.describe(),
+        )
+        return False
+    return True
+
+
+def optimizer_state_bytes(cfg: Config, world: int) -> float:
+    """What DeepSpeed's optimizer states will take on each device (the probe reserves it first)."""
+    shapes = model_shapes(cfg)
+    return zero_memory(
+        shapes.frozen_params,
+        shapes.trainable_params,
+        stage=cfg.deepspeed.zero_stage,
+        world=world,
+        offload=cfg.deepspeed.offload,
+    )["optimizer_states"]
+
+
+def _run_worst_case(
+    cfg: Config, model, micro: int, clip_seconds: float, reserve_bytes: float, device: torch.device
+) -> int | None:
+    """One forward/backward of `micro` worst-case clips beside the reserve: its peak bytes, None on OOM."""
+    reserve = batch = None
+    torch.cuda.reset_peak_memory_stats(device)
+    try:
+        reserve = torch.empty(int(reserve_bytes), dtype=torch.uint8, device=device)  # DeepSpeed's, later
+        batch = worst_batch(cfg, model, micro, clip_seconds)
+        batch = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in batch.items()}
+        model(**batch).loss.backward()
+        return torch.cuda.max_memory_allocated(device)
+    except torch.OutOfMemoryError:
+        return None
+    finally:  # nothing of this try may stay on the device: not the batch, the grads or the reserve
+        reserve = batch = None  # noqa: F841
+        model.zero_grad(set_to_none=True)
+        torch.cuda.empty_cache()
+
+
+def _halved(target: int, micro: int, clip_seconds: float, device: torch.device) -> int:
+    """The next micro batch to try after `micro` ran out of memory: a divisor of `target` at most half."""
+    smaller = divisors_down(target, micro // 2)
+    if not smaller:
+        raise ConfigError(
+            f"training.per_device_train_batch_size=auto: 1 clip of {clip_seconds:.1f} s "
+            f"runs out of memory on {device}; raise deepspeed.zero_stage or use a larger device"
+        )
+    log.warning(
+        "per_device_train_batch_size=auto: micro batch %d ran out of memory on the worst case; trying %d",
+        micro,
+        smaller[0],
+    )
+    return smaller[0]
+
+
+def _smallest_over_ranks(micro: int, device: torch.device, world: int) -> int:
+    """Every rank runs the same micro batch: the smallest any of them managed."""
+    if world == 1:
+        return micro
+    import torch.distributed as dist  # only with a process group
+
+    t = torch.tensor([micro], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return int(t.item())

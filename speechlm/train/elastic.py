@@ -43,14 +43,15 @@ def saved_batch(state: dict) -> dict:
     }
 
 
-def fit_accumulation(t, state: dict, world: int) -> str | None:
-    """Set `t.gradient_accumulation_steps` so the saved effective batch is kept on `world` ranks.
+def fit_accumulation(t, state: dict, world: int) -> tuple[int, str | None]:
+    """The accumulation that keeps the saved effective batch on `world` ranks, and the line to log
+    (None: nothing to say). `t` (the training config) is read, not changed.
 
     Only when the user left the batch settings as they were: a micro batch or accumulation changed
-    on the command line is a choice, and stands. Returns the line to log, or None."""
+    on the command line is a choice, and stands."""
     b = saved_batch(state)
     if (t.per_device_train_batch_size, t.gradient_accumulation_steps) != (b["micro"], b["configured_accumulation"]):
-        return None
+        return t.gradient_accumulation_steps, None
     target = b["micro"] * b["accumulation"] * b["world"]
     per_step = t.per_device_train_batch_size * world
     if target % per_step == 0:
@@ -63,11 +64,9 @@ def fit_accumulation(t, state: dict, world: int) -> str | None:
             )
         elif acc != t.gradient_accumulation_steps:  # an earlier elastic resume changed it: keep it so
             line = f"resume: gradient accumulation {acc}, as the checkpoint ran, keeps the effective batch at {target}"
-        t.gradient_accumulation_steps = acc
-        return line
+        return acc, line
     acc = max(1, round(target / per_step))  # the nearest effective batch this world can make
-    t.gradient_accumulation_steps = acc
-    return (
+    return acc, (
         f"elastic resume: {b['world']} -> {world} processes; the effective batch {target} is not a multiple of "
         f"{world} x micro batch {t.per_device_train_batch_size}, so it becomes {per_step * acc} (accumulation "
         f"{acc}); the learning-rate schedule is unchanged"

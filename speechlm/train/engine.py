@@ -137,7 +137,7 @@ def build_ds_config(cfg: Config, world_size: int) -> dict:
     t = cfg.training
     src = str(path)
     if not isinstance(t.per_device_train_batch_size, int):  # a program error, not a user's
-        raise RuntimeError("per_device_train_batch_size=auto must be resolved (speechlm.train.autobatch) first")
+        raise RuntimeError("per_device_train_batch_size=auto must be resolved (speechlm.train.run.resolve_run) first")
     _fill(ds, "train_micro_batch_size_per_gpu", t.per_device_train_batch_size, "train_micro_batch_size_per_gpu", src)
     _fill(ds, "gradient_accumulation_steps", t.gradient_accumulation_steps, "gradient_accumulation_steps", src)
     _fill(ds, "gradient_clipping", float(t.max_grad_norm), "gradient_clipping", src)

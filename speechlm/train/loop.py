@@ -6,7 +6,6 @@ Exit status: 0 done; 2 config error; 3 stopped after `max_nonfinite_in_a_row` no
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import math
@@ -22,19 +21,19 @@ import torch.distributed as dist
 from transformers import set_seed
 
 from speechlm import config as config_mod
-from speechlm.config import Config, ConfigError
+from speechlm.config import Config, ConfigError, TrainingConfig
 from speechlm.data.augment import Augmenter
 from speechlm.model.build import build_model, make_loss, trainable_parts
 from speechlm.model.encoders import family_for
 from speechlm.model.io import save_pretrained
 from speechlm.model.kernels import log_kernels
 from speechlm.model.parts import preflight
-from speechlm.train import autobatch, elastic, optim
+from speechlm.train import autobatch, optim
 from speechlm.train import checkpoint as ckpt_mod
 from speechlm.train import engine as engine_mod
 from speechlm.train.data import check_encoder_limits, ensure_shards, make_loaders
 from speechlm.train.metrics import Metrics, peak_memory_gb, setup_logging
-from speechlm.train.run import resolve_run
+from speechlm.train.run import RunSettings, resolve_run, with_training
 from speechlm.train.signals import StopFlag, to_device
 
 log = logging.getLogger("speechlm.train")
@@ -45,138 +44,154 @@ SKIP_KEYS = ("tar_errors", "missing_clips", "bad_clips", "empty_batches")  # spe
 
 class Trainer:
     def __init__(self, cfg: Config):
-        self.cfg = cfg
-        self.t = cfg.training
+        self.config = cfg  # as given: never changed (the run trains with `self.cfg`, its resolved copy)
+        self.settings: RunSettings | None = None  # decided once, in setup
+
+    @property
+    def cfg(self) -> Config:
+        """The config the run trains with: the resolved copy once set-up has decided the run."""
+        return self.config if self.settings is None else self.settings.cfg
+
+    @property
+    def t(self) -> TrainingConfig:
+        return self.cfg.training
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
-        cfg, t = self.cfg, self.t
+        """Check the config, build the shards, decide the run (`self.settings`, read-only from then on),
+        build the model, loaders and engine from it, restore a checkpoint, open the run's outputs."""
         engine_mod.default_launcher_env()
         self.check_config()  # resolves the run's encoder family once: self.family
-        ensure_shards(cfg)  # before any collective: building data must not time out NCCL (pitfall 7)
-        check_encoder_limits(cfg, self.family)  # e.g. Whisper's 30 s, from the manifests: before any model loads
+        ensure_shards(self.config)  # before any collective: building data must not time out NCCL (pitfall 7)
+        check_encoder_limits(self.config, self.family)  # e.g. Whisper's 30 s, from the manifests: before any model
         self.rank, self.world, self.device = engine_mod.init_distributed()
         setup_logging(self.rank)
-        set_seed(t.seed)
+        set_seed(self.config.training.seed)
         self.run_dir = self._run_dir()
-        self.card_info = {
-            "name": t.hub_model_id or self.run_dir.name,
-            "repo": t.hub_model_id or str(Path("outputs") / self.run_dir.name / "final"),
-            "data": [{"name": Path(d.path).name, "split": d.split} for d in cfg.data.train],
-            "recipe": {
-                "learning rate (projector / LoRA)": f"{t.learning_rate:g} / {t.decoder_learning_rate:g}",
-                "ZeRO stage": cfg.deepspeed.zero_stage,
-            },
-        }
-        self.last_eval: dict = {}
+        self.card_info, self.last_eval = self._card_info(), {}
         self.ckpt = ckpt_mod.CheckpointManager(
-            self.run_dir, t.save_total_limit, export=lambda model, path: save_pretrained(model, path, card=self.card())
+            self.run_dir,
+            self.config.training.save_total_limit,
+            export=lambda model, path: save_pretrained(model, path, card=self.card()),
         )
-        resume = self.ckpt.resolve(t.resume_from_checkpoint)
+        resume = self.ckpt.resolve(self.config.training.resume_from_checkpoint)
+        # the run's settings in three stages (speechlm.train.run), each a new value: before the model,
+        # after the CUDA probe of the auto batch, after the loaders (steps per epoch, total steps)
+        run = self._resolve(resume)
+        self.model = build_model(run.cfg, family=self.family)
+        if run.auto is not None:  # on CUDA: the worst case once, halving on OOM, before the engine exists
+            run = run.with_pick(autobatch.probe(run.cfg, self.model, run.auto, self.device, self.world))
+        self.train_loader, self.eval_loader = make_loaders(run.cfg, self.model, self.rank, self.world)
+        self.settings = run.with_steps(self.train_loader.steps_per_epoch)
+        self._build_engine()
+        self._restore(resume)
+        self._open_outputs()
+
+    def _resolve(self, resume: Path | None) -> RunSettings:
+        """Stage 1 of the run's settings for this device, world and resumed checkpoint."""
         saved = self.ckpt.read_state(resume) if resume is not None else None
+        auto = self.config.training.per_device_train_batch_size == "auto"
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
-        memory = autobatch.device_memory_gib() if t.per_device_train_batch_size == "auto" else None
-        run = resolve_run(
-            cfg,
+        return resolve_run(
+            self.config,
             world=self.world,
             device_name=name,
             bf16_supported=engine_mod.bf16_supported(self.device),
             saved=saved,
             saved_path=resume,
-            device_memory=memory,
+            device_memory=autobatch.device_memory_gib() if auto else None,
         )
-        self.cfg = cfg = run.cfg
-        self.t = t = cfg.training
-        self.configured_accumulation = run.configured_accumulation
-        self.model = build_model(cfg, family=self.family)
-        if run.auto is not None:  # on CUDA: the worst case once, halving on OOM, before the engine exists
-            run = run.with_pick(autobatch.probe(cfg, self.model, run.auto, self.device, self.world))
-        self.auto, self.settings = run.auto, run
-        self.train_loader, self.eval_loader = make_loaders(cfg, self.model, self.rank, self.world)
-        ga = t.gradient_accumulation_steps
-        self.steps_per_epoch = self.train_loader.steps_per_epoch // ga
-        if self.steps_per_epoch <= 0:
-            raise ConfigError(
-                f"data.train: {self.train_loader.steps_per_epoch} batches per rank per epoch is fewer "
-                f"than training.gradient_accumulation_steps={ga}"
-            )
-        self.total_steps = optim.total_steps(t, self.steps_per_epoch)
-        if (
-            saved is not None
-            and t.max_steps <= 0
-            and (saved["world_size"], elastic.saved_batch(saved)["accumulation"]) != (self.world, ga)
-        ):
-            self.total_steps = saved["total_steps"]  # the LR schedule keeps its length in optimizer steps
-        self.optimizer = optim.build_optimizer(self.model, t)
-        self.scheduler = optim.build_scheduler(self.optimizer, t, self.total_steps)
-        self.engine = engine_mod.build_engine(self.model, self.optimizer, self.scheduler, run.ds_config)
+
+    def _build_engine(self) -> None:
+        s = self.settings
+        self.optimizer = optim.build_optimizer(self.model, s.cfg.training)
+        self.scheduler = optim.build_scheduler(self.optimizer, s.cfg.training, s.total_steps)
+        self.engine = engine_mod.build_engine(self.model, self.optimizer, self.scheduler, s.ds_config)
         log_kernels(self.model, self.device)  # after the engine: ZeRO-3 partitioning decides the loss kernel
+
+    def _restore(self, resume: Path | None) -> None:
+        """Step, epoch, reader position and RNG from the checkpoint resumed (the engine loads its own state)."""
         self.step, self.epoch = 0, 0
-        if resume is not None:
-            state, mine = self.ckpt.load(resume, self.engine)
-            self.step = state["step"]
-            self.train_loader.load_state_dict(mine["reader"])
-            self.epoch = self.train_loader.epoch
-            ckpt_mod.set_rng_state(mine["rng"])
-            log.info("resumed from %s at step %d (epoch %d)", resume, self.step, self.epoch)
+        if resume is None:
+            return
+        state, mine = self.ckpt.load(resume, self.engine)
+        self.step = state["step"]
+        self.train_loader.load_state_dict(mine["reader"])
+        self.epoch = self.train_loader.epoch
+        ckpt_mod.set_rng_state(mine["rng"])
+        log.info("resumed from %s at step %d (epoch %d)", resume, self.step, self.epoch)
+
+    def _open_outputs(self) -> None:
+        """The Hub uploader, config.yaml (the resolved config), metrics, the clip ledger, the run's first lines."""
+        s, t = self.settings, self.settings.cfg.training
         self.hub = None
-        if t.push_to_hub and self.rank == 0:
-            if not t.hub_model_id:
-                raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
+        if t.push_to_hub and self.rank == 0:  # check_config made sure hub_model_id is set
             from speechlm.train.hub import HubUploader  # huggingface_hub's upload machinery: only when pushing
 
             self.hub = HubUploader(t.hub_model_id, private=t.hub_private_repo, backoff_s=t.hub_retry_backoff_s)
         if self.rank == 0:
-            config_mod.dump(cfg, self.run_dir / "config.yaml")
-        self.metrics = Metrics(cfg, self.run_dir, self.rank, self.total_steps, self.step)
+            config_mod.dump(s.cfg, self.run_dir / "config.yaml")
+        self.metrics = Metrics(s.cfg, self.run_dir, self.rank, s.total_steps, self.step)
         self.ledger = open(self.run_dir / f"clips.rank{self.rank}.jsonl", "a")
-        effective = run.effective_batch
-        if run.elastic_line:
-            self.metrics.line(run.elastic_line)
+        if s.elastic_line:
+            self.metrics.line(s.elastic_line)
         self.metrics.line(
-            f"run {self.run_dir}: world {self.world} x micro batch {t.per_device_train_batch_size} x "
-            f"accumulation {t.gradient_accumulation_steps} = effective batch {effective}; "
-            f"{self.total_steps} steps ({self.steps_per_epoch}/epoch); ZeRO-{cfg.deepspeed.zero_stage}"
-            + (f"; per_device_train_batch_size=auto: {self.auto.describe()}" if self.auto else "")
+            f"run {self.run_dir}: world {s.world} x micro batch {s.micro} x accumulation {s.accumulation} = "
+            f"effective batch {s.effective_batch}; {s.total_steps} steps ({s.steps_per_epoch}/epoch); "
+            f"ZeRO-{s.cfg.deepspeed.zero_stage}"
+            + (f"; per_device_train_batch_size=auto: {s.auto.describe()}" if s.auto else "")
         )
         self.metrics.log(
-            self.step, {"effective_batch_size": effective, "world_size": self.world, "total_steps": self.total_steps}
+            self.step, {"effective_batch_size": s.effective_batch, "world_size": s.world, "total_steps": s.total_steps}
         )
+
+    def _card_info(self) -> dict:
+        t = self.config.training
+        return {
+            "name": t.hub_model_id or self.run_dir.name,
+            "repo": t.hub_model_id or str(Path("outputs") / self.run_dir.name / "final"),
+            "data": [{"name": Path(d.path).name, "split": d.split} for d in self.config.data.train],
+            "recipe": {
+                "learning rate (projector / LoRA)": f"{t.learning_rate:g} / {t.decoder_learning_rate:g}",
+                "ZeRO stage": self.config.deepspeed.zero_stage,
+            },
+        }
 
     def check_config(self) -> None:
         """Mistakes that need a file (ds JSON) or the model package, found before shards, process
         group or model are built, so a bad command fails in seconds with one line."""
-        if not self.cfg.data.train:
+        cfg, t = self.config, self.config.training
+        if not cfg.data.train:
             raise ConfigError("data.train: no shard sets given")
         world = int(os.environ.get("WORLD_SIZE", "1"))
-        if self.t.per_device_train_batch_size == "auto":
+        if t.per_device_train_batch_size == "auto":
             autobatch.device_memory_gib()  # the memory to plan for must be known
-            provisional = copy.deepcopy(self.cfg)  # the ds JSON checked with a batch auto could pick
-            provisional.training.per_device_train_batch_size = 1
-            provisional.training.gradient_accumulation_steps = self.t.clips_per_step_per_device
+            # the ds JSON checked with a batch auto could pick
+            provisional = with_training(
+                cfg, per_device_train_batch_size=1, gradient_accumulation_steps=t.clips_per_step_per_device
+            )
             engine_mod.build_ds_config(provisional, world)
         else:
-            engine_mod.build_ds_config(self.cfg, world)
-        trainable_parts(self.cfg.model, self.t)
-        make_loss(self.t)
-        if self.t.resume_from_checkpoint not in (None, "auto"):  # an explicit path must hold a checkpoint
-            ckpt_mod.CheckpointManager(".").resolve(self.t.resume_from_checkpoint)
-        if self.t.push_to_hub and not self.t.hub_model_id:
+            engine_mod.build_ds_config(cfg, world)
+        trainable_parts(cfg.model, t)
+        make_loss(t)
+        if t.resume_from_checkpoint not in (None, "auto"):  # an explicit path must hold a checkpoint
+            ckpt_mod.CheckpointManager(".").resolve(t.resume_from_checkpoint)
+        if t.push_to_hub and not t.hub_model_id:
             raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
-        if self.cfg.data.augment.enabled:  # noise/RIR folders listed, codecs checked: a ConfigError naming the key
-            Augmenter(self.cfg.data.augment, seed=self.t.seed)
-        mcfg = self.cfg.model
-        self.family = family_for(mcfg.audio_model_id, mcfg.trust_remote_code)  # the run's, once
-        preflight(mcfg, self.family)  # every pretrained weight accounted for, on the meta device
+        if cfg.data.augment.enabled:  # noise/RIR folders listed, codecs checked: a ConfigError naming the key
+            Augmenter(cfg.data.augment, seed=t.seed)
+        self.family = family_for(cfg.model.audio_model_id, cfg.model.trust_remote_code)  # the run's, once
+        preflight(cfg.model, self.family)  # every pretrained weight accounted for, on the meta device
 
     def _run_dir(self) -> Path:
-        name = self.t.run_name
+        name = self.config.training.run_name
         if not name:  # one dated name for all ranks
             box = [datetime.now().strftime("run-%Y%m%d-%H%M%S")]
             if self.world > 1:
                 dist.broadcast_object_list(box, src=0)
             name = box[0]
-        d = Path(self.t.output_dir) / name
+        d = Path(self.config.training.output_dir) / name
         d.mkdir(parents=True, exist_ok=True)
         return d
 
@@ -184,50 +199,16 @@ class Trainer:
     def run(self) -> int:
         self.setup()
         stop = StopFlag()
-        t = self.t
+        t, total = self.t, self.settings.total_steps
         code = 0
         nonfinite_in_a_row = 0
-        last_saved = self.step if self.t.resume_from_checkpoint else -1
+        last_saved = self.step if t.resume_from_checkpoint else -1
         batches = iter(self.train_loader)
         self.engine.train()
-        while self.step < self.total_steps:
+        while self.step < total:
             t0 = time.perf_counter()
-            # stats summed over ranks: loss, micro batches, non-finite micro batches, tokens, clips,
-            # audio seconds, and the largest pending stop signal (max via a second all-reduce)
-            stats = torch.zeros(6, dtype=torch.float64)
-            ids = []
-            for micro in range(t.gradient_accumulation_steps):
-                batch, batches = self._next_batch(batches)
-                real = [i for i, w in zip(batch["ids"], batch["weight"].tolist()) if w > 0]
-                ids.extend(real)
-                self.ledger.write(
-                    json.dumps({"step": self.step, "micro": micro, "epoch": self.train_loader.epoch, "ids": real})
-                    + "\n"
-                )
-                # the first ctc_warmup_steps teach the projector alone, by CTC (speechlm.model.ctc)
-                objective = "ctc" if self.step < t.ctc_warmup_steps else "lm"
-                out = self.engine(**to_device(batch, self.device), objective=objective)
-                loss = out.loss
-                self.engine.backward(loss)
-                self.engine.step()
-                lv = float(loss.detach().float())
-                finite = math.isfinite(lv)
-                stats += torch.tensor(
-                    [
-                        lv if finite else 0.0,
-                        1,
-                        0 if finite else 1,
-                        float(out.num_tokens),
-                        len(real),
-                        float(batch["audio_seconds"][batch["weight"] > 0].sum()),
-                    ],
-                    dtype=torch.float64,
-                )
-            self.ledger.flush()
-            sig = torch.tensor([stop.signum], dtype=torch.long)
-            if self.world > 1:
-                dist.all_reduce(stats)
-                dist.all_reduce(sig, op=dist.ReduceOp.MAX)
+            stats, ids, batches = self._accumulate(batches)
+            signum = self._reduce(stats, stop)
             applied = self.engine.was_step_applied()
             self.step += 1
             dt = time.perf_counter() - t0
@@ -244,16 +225,13 @@ class Trainer:
             else:
                 nonfinite_in_a_row = 0
             self._log_step(stats, dt, applied)
-            if t.eval_steps > 0 and self.step % t.eval_steps == 0 and self.step < self.total_steps:
+            if t.eval_steps > 0 and self.step % t.eval_steps == 0 and self.step < total:
                 self.evaluate()
-            if int(sig.item()):
-                self.metrics.line(
-                    f"signal {signal.Signals(int(sig.item())).name}: saving at step {self.step}, then exiting"
-                )
-                ok = self.save()
-                code = 128 + int(sig.item()) if ok else 1
+            if signum:
+                self.metrics.line(f"signal {signal.Signals(signum).name}: saving at step {self.step}, then exiting")
+                code = 128 + signum if self.save() else 1
                 break
-            if t.save_steps > 0 and self.step % t.save_steps == 0 and self.step < self.total_steps:
+            if t.save_steps > 0 and self.step % t.save_steps == 0 and self.step < total:
                 self.save()
                 last_saved = self.step
         if code == 0:
@@ -265,6 +243,40 @@ class Trainer:
         self.finish()
         stop.restore()
         return code
+
+    def _accumulate(self, batches):
+        """One optimizer step: `accumulation` micro batches forward, backward and DeepSpeed's step (which
+        applies the update on the last). Returns this rank's stats (loss, micro batches, non-finite micro
+        batches, tokens, clips, audio seconds), the clip ids trained on, and the batch iterator."""
+        stats = torch.zeros(6, dtype=torch.float64)
+        ids = []
+        # the first ctc_warmup_steps teach the projector alone, by CTC (speechlm.model.ctc)
+        objective = "ctc" if self.step < self.t.ctc_warmup_steps else "lm"
+        for micro in range(self.settings.accumulation):
+            batch, batches = self._next_batch(batches)
+            real = [i for i, w in zip(batch["ids"], batch["weight"].tolist()) if w > 0]
+            ids.extend(real)
+            self.ledger.write(
+                json.dumps({"step": self.step, "micro": micro, "epoch": self.train_loader.epoch, "ids": real}) + "\n"
+            )
+            out = self.engine(**to_device(batch, self.device), objective=objective)
+            self.engine.backward(out.loss)
+            self.engine.step()
+            lv = float(out.loss.detach().float())
+            finite = math.isfinite(lv)
+            audio = float(batch["audio_seconds"][batch["weight"] > 0].sum())
+            row = [lv if finite else 0.0, 1, 0 if finite else 1, float(out.num_tokens), len(real), audio]
+            stats += torch.tensor(row, dtype=torch.float64)
+        self.ledger.flush()
+        return stats, ids, batches
+
+    def _reduce(self, stats: torch.Tensor, stop: StopFlag) -> int:
+        """Sums `stats` over ranks (in place); the largest stop signal pending on any rank (0: none)."""
+        sig = torch.tensor([stop.signum], dtype=torch.long)
+        if self.world > 1:
+            dist.all_reduce(stats)
+            dist.all_reduce(sig, op=dist.ReduceOp.MAX)
+        return int(sig.item())
 
     def _next_batch(self, batches):
         try:
@@ -291,7 +303,7 @@ class Trainer:
                 "step %d: grad norm %.1f above training.grad_norm_spike=%.1f", self.step, grad_norm, t.grad_norm_spike
             )
         self.metrics.progress(self.step, loss, lr)
-        if self.step % max(1, t.logging_steps) and self.step != self.total_steps and self.step != 1:
+        if self.step % max(1, t.logging_steps) and self.step != self.settings.total_steps and self.step != 1:
             return
         self.metrics.log(
             self.step,
@@ -355,18 +367,19 @@ class Trainer:
         return loss
 
     def save(self) -> bool:
+        s = self.settings
         batch = {
-            "micro": self.t.per_device_train_batch_size,
-            "accumulation": self.t.gradient_accumulation_steps,
-            "world": self.world,
-            "configured_accumulation": self.configured_accumulation,
+            "micro": s.micro,
+            "accumulation": s.accumulation,
+            "world": s.world,
+            "configured_accumulation": s.configured_accumulation,
         }
         trainer_state = {
             "epoch": self.epoch,
-            "total_steps": self.total_steps,
+            "total_steps": s.total_steps,
             "batch": batch,
             "scheduler": self.scheduler.state_dict(),
-            "config": config_mod.to_dict(self.cfg),
+            "config": config_mod.to_dict(s.cfg),
         }
         local = {"reader": self.train_loader.state_dict(), "rng": ckpt_mod.rng_state()}
         path = self.ckpt.save(self.step, self.engine, self.model, trainer_state, local)
