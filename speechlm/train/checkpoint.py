@@ -71,7 +71,7 @@ def _fsync_tree(root: Path) -> None:
         _fsync_dir(Path(d))
 
 
-def _free_space(path: Path) -> str:
+def free_space(path: Path) -> str:
     # torch.save reports a full disk as e.g. "unexpected pos 680384 vs 680272": say what is left
     try:
         return f"{shutil.disk_usage(path).free / 2**20:.1f} MiB free on {path}"
@@ -85,7 +85,7 @@ def _world() -> tuple[int, int]:
     return 0, 1
 
 
-def _all_ok(ok: bool) -> bool:
+def all_ok(ok: bool) -> bool:
     """True only if every rank succeeded (so all ranks take the same branch afterwards)."""
     if not (dist.is_available() and dist.is_initialized()):
         return ok
@@ -231,17 +231,17 @@ class CheckpointManager:
                 tmp.mkdir()
             except OSError as e:
                 ok, err = False, repr(e)
-        if _all_ok(ok):
+        if all_ok(ok):
             try:
                 _save_deepspeed(engine, tmp / "ds", step)
             except Exception as e:  # torch.save reports a full disk as RuntimeError, not OSError
                 ok, err = False, repr(e)
-        if _all_ok(ok):
+        if all_ok(ok):
             try:  # collective: under ZeRO-3 the model gathers its shards on every rank; rank 0 writes
                 self.export(model, str(tmp / "model"))
             except Exception as e:  # safetensors' writer errors are not OSErrors either
                 ok, err = False, repr(e)
-        if _all_ok(ok):
+        if all_ok(ok):
             ranks = [None] * self.world
             if self.world > 1:
                 dist.all_gather_object(ranks, local_state)
@@ -255,7 +255,7 @@ class CheckpointManager:
                     self._publish(tmp, final)
                 except OSError as e:
                     ok, err = False, repr(e)
-        ok = _all_ok(ok)
+        ok = all_ok(ok)
         self._retrace(engine)
         if not ok:
             if self.rank == 0:
@@ -265,7 +265,7 @@ class CheckpointManager:
                     "checkpoint step-%d FAILED (%s; %s); the previous checkpoint %s stays valid",
                     step,
                     err or "on another rank",
-                    _free_space(self.dir),
+                    free_space(self.dir),
                     prev if prev else "(none yet)",
                 )
             return None
@@ -326,7 +326,7 @@ class CheckpointManager:
                 log.warning("converted %s to a universal checkpoint for %d processes in %.1f s", path, self.world, took)
             except Exception as e:  # every rank must leave together, not wait for a rank that died
                 ok, err = False, str(e)
-        if not _all_ok(ok):
+        if not all_ok(ok):
             raise RuntimeError(err or "the universal conversion failed on rank 0")
         return out
 

@@ -394,21 +394,39 @@ class Trainer:
         """What the model card states: the recipe, the data, the steps and the last eval's figures."""
         return {**self.card_info, "steps": self.step, "training_eval": self.last_eval}
 
-    def save_final(self) -> None:
+    def save_final(self) -> bool:
         """The self-contained model folder, `<run>/final` (collective: ZeRO-3 gathers the frozen bases too).
-        Written beside and renamed into place, so a crash never leaves half a final folder."""
+        Written beside and renamed into place, so a crash never leaves half a final folder; a failed write
+        (a full disk) is logged with the free space and the run still ends well: its checkpoints hold
+        everything, and `speechlm export` writes the folder from the latest one later."""
         final, tmp = self.run_dir / "final", self.run_dir / ".tmp-final"
+        ok, err = True, ""
+        try:
+            if self.rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+            save_pretrained(self.model, tmp, self_contained=True, card=self.card())
+            if self.rank == 0:
+                shutil.rmtree(final, ignore_errors=True)
+                os.rename(tmp, final)
+        except Exception as e:  # safetensors' and torch's writers report a full disk as other errors
+            ok, err = False, repr(e)
+        if not ckpt_mod.all_ok(ok):
+            if self.rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+                log.error(
+                    "final model folder FAILED (%s; %s); the checkpoints stay valid: `speechlm export %s OUT`",
+                    err or "on another rank",
+                    ckpt_mod.free_space(self.run_dir),
+                    self.run_dir,
+                )
+            return False
         if self.rank == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-        save_pretrained(self.model, tmp, self_contained=True, card=self.card())
-        if self.rank == 0:
-            shutil.rmtree(final, ignore_errors=True)
-            os.rename(tmp, final)
             self.metrics.line(f"final model at step {self.step}: {final}")
             if self.hub is not None:
                 self.hub.submit(final, f"final (step {self.step})")
         if dist.is_initialized():
             dist.barrier()
+        return True
 
     def finish(self) -> None:
         skipped = {k: v for k, v in self.train_loader.stats.items() if k in SKIP_KEYS and v}
