@@ -195,15 +195,8 @@ def evaluate(
             keep.append((cid, ref))
             audio_seconds += len(wave) / audio.SAMPLE_RATE
         if waves:
-            truth = getattr(clips, "words", {})
-            if word_threshold is None and not truth:
-                hyps = transcribe_waves(model, waves, batch_size, window, strategy, stops=stops, **segment_settings)
-                rows += [{"id": c, "reference": r, "hypothesis": h} for (c, r), h in zip(keep, hyps)]
-                continue
-            timed = transcribe_timed(model, waves, batch_size, window, strategy, stops=stops, **segment_settings)
-            rows += [
-                timed_row(c, r, t, truth.get(c), word_threshold, drop_unsupported) for (c, r), t in zip(keep, timed)
-            ]
+            run = (batch_size, window, strategy, stops, word_threshold, drop_unsupported)
+            rows += _transcribe_chunk(model, waves, keep, getattr(clips, "words", {}), *run, **segment_settings)
     if not rows:
         raise ConfigError(f"dataset '{spec}' gave no clips to evaluate")
     result = {"dataset": name, **wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])}
@@ -254,6 +247,15 @@ def resolve_model_dir(p: Path) -> Path:
     raise ConfigError(f"{p} is not a speechlm model folder (no speechlm config.json, model/ or checkpoints/latest)")
 
 
+def _transcribe_chunk(model, waves, keep, truth, batch_size, window, strategy, stops, threshold, drop, **cut):
+    """The rows of one chunk of decoded clips; with word times when the set has true ones or a threshold is set."""
+    if threshold is None and not truth:
+        hyps = transcribe_waves(model, waves, batch_size, window, strategy, stops=stops, **cut)
+        return [{"id": c, "reference": r, "hypothesis": h} for (c, r), h in zip(keep, hyps)]
+    timed = transcribe_timed(model, waves, batch_size, window, strategy, stops=stops, **cut)
+    return [timed_row(c, r, t, truth.get(c), threshold, drop) for (c, r), t in zip(keep, timed)]
+
+
 def timed_row(cid, ref: str, timed: dict, truth, threshold: float | None, drop: bool) -> dict:
     """One clip's row with word times: its words, the share the CTC head does not support, and the
     boundary errors against `truth` (true word times) when the set has them."""
@@ -301,8 +303,7 @@ def print_table(results: list[dict]) -> None:
             print(f"  [{w['errors']}] {w['id']}\n      ref: {w['reference']}\n      hyp: {w['hypothesis']}")
 
 
-@cli_errors
-def main(argv=None, prog: str = "python -m speechlm.eval"):
+def _parser(prog: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog=prog,
         description=__doc__.split("\n")[0],
@@ -329,7 +330,12 @@ def main(argv=None, prog: str = "python -m speechlm.eval"):
         help="count generated words whose CTC-head confidence is below this (the hallucination signal)",
     )
     ap.add_argument("--drop-unsupported", action="store_true", help="leave those words out of the hypotheses")
-    args = ap.parse_args(argv)
+    return ap
+
+
+@cli_errors
+def main(argv=None, prog: str = "python -m speechlm.eval"):
+    args = _parser(prog).parse_args(argv)
     if args.noise_dir and args.noise_snr_db is None:
         raise ConfigError("--noise-dir: needs --noise-snr-db")
     suffix, corrupt = condition(args.noise_snr_db, args.noise_dir, args.reverb)
