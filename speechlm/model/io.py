@@ -67,9 +67,17 @@ def _masters(module) -> dict:
 
 
 def _state(module, keep=lambda name: True) -> dict:
+    """The module's state for writing. Copied only where ZeRO-3 gathers it (the gather ends with the
+    block); elsewhere the tensors themselves, so a tied weight stays one tensor (written once) and a
+    2B-parameter base is not held twice in memory while its folder is written."""
     masters = _masters(module)
+    partitioned = any(hasattr(p, "ds_id") for p in module.parameters())
     with _gathered(module.parameters()):
-        state = {k: v.detach().cpu().clone().contiguous() for k, v in module.state_dict().items() if keep(k)}
+        state = {
+            k: (v.detach().cpu().clone() if partitioned else v.detach().cpu()).contiguous()
+            for k, v in module.state_dict().items()
+            if keep(k)
+        }
     return {k: masters.get(k, v) for k, v in state.items()}
 
 
@@ -165,7 +173,10 @@ def _decoder_state(model, merge: bool) -> tuple:
         return merged, {k: v.detach().cpu().contiguous() for k, v in merged.state_dict().items()}
     base = model._base_lm()
     state = _state(base, keep=lambda k: "lora_" not in k)
-    return base, {k.replace(".base_layer.", "."): v for k, v in state.items()}
+    state = {k.replace(".base_layer.", "."): v for k, v in state.items()}
+    if getattr(text_config(base.config), "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)  # the input embeddings again: the folder's config re-ties them
+    return base, state
 
 
 def _scrub_config_file(path: Path, name: str) -> None:

@@ -156,10 +156,15 @@ class SpeechLM(nn.Module):
             return Output(loss=loss, num_tokens=num)
         # training steps also teach the CTC head (training.ctc_weight), on the frames the LM step projects
         aux = self.training and self.ctc_weight > 0
-        projected = None
+        projected, ctc = None, 0.0
         if aux:
+            from .ctc import projected_ctc_loss  # training only, as above
+
             with self._autocast(input_ids.device):
                 projected = self.encode_audio(input_features, feature_mask)
+            # before the decoder: under ZeRO-3 the head's gather of the embedding table must end before
+            # the tied LM head holds that table (freeing a parameter a module still holds is an error)
+            ctc = self.ctc_weight * projected_ctc_loss(self, *projected, labels, weight)[0]
         hidden, targets, rows = self.label_hidden(
             input_features, feature_mask, input_ids, attention_mask, labels, projected
         )
@@ -171,10 +176,7 @@ class SpeechLM(nn.Module):
         num = w.sum()
         # an all-padding batch (weights 0) still runs every module and returns a zero loss with a graph
         loss = (ce * w).sum() / num if num > 0 else (ce * w).sum()
-        if aux:
-            from .ctc import projected_ctc_loss  # training only, as above
-
-            loss = loss + self.ctc_weight * projected_ctc_loss(self, *projected, labels, weight)[0]
+        loss = loss + ctc
         return Output(loss=loss, num_tokens=num.detach())
 
     # ------------------------------------------------------------------ inference
