@@ -164,17 +164,25 @@ def _trainer_class():
     from speechlm.train.loop import Trainer
 
     class TimedTrainer(Trainer):
-        """The trainer as it is, with the wall time of each save recorded."""
+        """The trainer as it is, with the wall time of each save and the peak RSS so far at each
+        stage recorded (VmHWM only grows: each figure is the peak up to that point)."""
 
         saves: dict = {}
+        peaks: dict = {}
+
+        def setup(self) -> None:
+            super().setup()
+            self.peaks["after_setup"] = peak_rss()  # model built, engine and optimizer state made
 
         def save(self) -> bool:
+            self.peaks[f"before_save_step_{self.step}"] = peak_rss()
             t0 = time.perf_counter()
             ok = super().save()
             self.saves[f"step-{self.step}"] = round(time.perf_counter() - t0, 2)
             return ok
 
         def save_final(self) -> None:
+            self.peaks["before_final"] = peak_rss()
             t0 = time.perf_counter()
             super().save_final()
             self.saves["final"] = round(time.perf_counter() - t0, 2)
@@ -197,6 +205,7 @@ def train(work: Path, a, name: str, *extra) -> dict:
         "step_time_s": {s: round(r["perf/step_time_s"], 2) for s, r in steps.items()},
         "eval_loss": [r["eval/loss"] for r in rows if "eval/loss" in r],
         "save_s": trainer.saves,
+        "peak_rss_at": trainer.peaks,
         "run_dir": str(trainer.run_dir),
     }
 
