@@ -18,7 +18,8 @@ Phases, each in its own process so that each reports its own peak RSS (VmHWM):
            must equal run A's)
   load     `transformers.AutoModel.from_pretrained(final, trust_remote_code=True)`, one clip transcribed
 Then the bytes of each checkpoint (model/, DeepSpeed module state, DeepSpeed optimizer state) and of
-the final folder. Not a test and not in CI: 10-30 minutes and ~12 GiB of RAM on a 2-core machine.
+the final folder. Not a test and not in CI: 20-25 minutes and 13 GiB peak RSS (while writing the final
+folder; 9 GiB in training) on a 2-core machine. Figures: docs/benchmarks.md, "Real size on CPU".
 """
 
 from __future__ import annotations
@@ -344,9 +345,15 @@ def main(argv=None) -> int:
     res["resume"]["step2_weights"] = same_weights(
         runs / "a" / "checkpoints" / "step-2" / "model", runs / "b" / "checkpoints" / "step-2" / "model"
     )
+    res["resume"]["exact"] = res["resume"]["step2_loss_straight"] == res["resume"]["step2_loss_resumed"] and all(
+        w["same_keys"] and w["max_abs_diff"] == 0.0 for w in res["resume"]["step2_weights"].values()
+    )
     print(json.dumps(res, indent=1))
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1) + "\n")
+    if not res["resume"]["exact"]:
+        print("resume NOT exact: the resumed step 2 differs from the straight run's", file=sys.stderr)
+        return 1
     return 0
 
 
