@@ -15,21 +15,13 @@ timestamps (speechlm.model.align).
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from .loss import chunk_tokens
 
 COSINE_SCALE = 20.0  # logits = 20 x cosine: a confident frame can beat ~50k other tokens
-
-
-def _gathered(weight: torch.Tensor):
-    """ZeRO-3 keeps a frozen weight partitioned outside its module's forward: gather it to read it."""
-    if hasattr(weight, "ds_id"):
-        import deepspeed
-
-        return deepspeed.zero.GatheredParameters([weight], modifier_rank=None)
-    return contextlib.nullcontext()
 
 
 def transcript_targets(labels: torch.Tensor) -> list[torch.Tensor]:
@@ -45,23 +37,58 @@ def ctc_loss(model, input_features, feature_mask, labels, weight=None):
     return projected_ctc_loss(model, proj, lengths, labels, weight)
 
 
+def _frame_lse(x: torch.Tensor, table: torch.Tensor, blank: torch.Tensor) -> torch.Tensor:
+    """log-sum-exp over the vocabulary and the blank of frames `x` [N, H] (all unit vectors)."""
+    logits = COSINE_SCALE * (x @ table.T)
+    return torch.logaddexp(torch.logsumexp(logits, -1), COSINE_SCALE * (x @ blank))
+
+
+def compact_log_probs(x: torch.Tensor, table: torch.Tensor, blank: torch.Tensor, classes: torch.Tensor):
+    """[N, K + 1] log-probabilities of frames `x` [N, H] over `classes` (K token ids) and the blank (last),
+    normalized over the whole vocabulary. The [N, V] logits exist one chunk of frames at a time
+    (loss.chunk_tokens: a fixed budget of elements), recomputed in the backward (non-reentrant
+    checkpoint), so the head's memory is that of the classes a batch's transcripts use, not of the
+    vocabulary (a full [frames, V] over Qwen3.5's 248k tokens would be ~190 GiB at production's batch)."""
+    n = chunk_tokens(table.shape[0])
+    lse = torch.cat(
+        [checkpoint(_frame_lse, c, table, blank, use_reentrant=False) for c in x.split(n)]
+        if len(x)
+        else [x.new_zeros(0)]
+    )
+    picked = COSINE_SCALE * torch.cat([x @ table[classes].T, (x @ blank)[:, None]], -1)
+    return picked - lse[:, None]
+
+
+def head_inputs(model, proj: torch.Tensor):
+    """(frames, table, blank) of the CTC head as unit vectors in fp32: the projected frames, the decoder's
+    input embeddings (no gradient) and the projector's blank."""
+    emb = model._base_lm().get_input_embeddings()
+    if hasattr(emb.weight, "ds_id"):
+        # ZeRO-3: the table through the embedding's own forward, whose hooks gather and release it in the
+        # order ZeRO-3 traces (a GatheredParameters block here clashes with the tied LM head holding it)
+        rows = emb(torch.arange(emb.num_embeddings, device=proj.device)).detach()
+    else:
+        rows = emb.weight.detach()
+    table = F.normalize(rows.float(), dim=-1)
+    blank = F.normalize(model.projector.ctc_blank.float(), dim=-1)
+    return F.normalize(proj.float(), dim=-1), table, blank
+
+
 def projected_ctc_loss(model, proj, lengths, labels, weight=None):
     """ctc_loss from projected frames the caller already has (the LM step's auxiliary loss)."""
-    emb = model._base_lm().get_input_embeddings()
-    with _gathered(emb.weight):
-        table = F.normalize(emb.weight.detach().float(), dim=-1)
-        blank = F.normalize(model.projector.ctc_blank.float(), dim=-1)
-        logits = COSINE_SCALE * F.normalize(proj.float(), dim=-1) @ torch.cat([table, blank[None]]).T  # [B, L, V+1]
-    logp = logits.log_softmax(-1).transpose(0, 1)  # [L, B, V] as ctc_loss wants
+    frames, table, blank = head_inputs(model, proj)
     targets = transcript_targets(labels)
+    flat = torch.cat(targets).to(proj.device) if targets else torch.zeros(0, dtype=torch.long, device=proj.device)
+    classes, remapped = torch.unique(flat, return_inverse=True)  # the batch's tokens: the head's classes here
+    b, length, h = frames.shape
+    logp = compact_log_probs(frames.reshape(-1, h), table, blank, classes).reshape(b, length, -1).transpose(0, 1)
     target_lengths = torch.tensor([len(t) for t in targets], device=logp.device)
-    flat = torch.cat(targets) if targets else torch.zeros(0, dtype=torch.long)
     per_clip = F.ctc_loss(
         logp,
-        flat.to(logp.device),
+        remapped,
         lengths.to(logp.device),
         target_lengths,
-        blank=logits.shape[-1] - 1,
+        blank=logp.shape[-1] - 1,
         reduction="none",
         zero_infinity=True,
     )

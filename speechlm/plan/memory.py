@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from speechlm.config import Config, ConfigError
 from speechlm.model.build import make_loss
-from speechlm.model.loss import LOGIT_BYTES  # noqa: F401  (re-exported)
+from speechlm.model.loss import LOGIT_BYTES, chunk_tokens  # noqa: F401  (LOGIT_BYTES re-exported)
 from speechlm.plan.disk import GIB
 from speechlm.plan.models import LINEAR_ATTN_CHUNK, Shapes, encoder_family
 
@@ -142,11 +142,29 @@ def batch_memory(
     mem["activations"] = decoder + encoder if shapes.encoder_trained else max(decoder, encoder)
     # the configured loss states what its logits hold at the backward's peak
     mem["logits"] = make_loss(t).logits_bytes(label_tokens, shapes.vocab_size, compute)
+    mem["ctc_head"] = ctc_head_bytes(cfg, shapes, audio_seconds, label_tokens)
     dynamic = sum(mem.values())
     mem["runtime_overhead"] = (CUDA_OVERHEAD_GIB * GIB + FRAGMENTATION * dynamic) if device == "cuda" else 0.0
     mem["total"] = dynamic + mem["runtime_overhead"]
     mem["tokens_per_device_batch"] = tokens
     return mem
+
+
+def ctc_head_bytes(cfg: Config, shapes: Shapes, audio_seconds: float, label_tokens: int) -> float:
+    """The CTC head's transient (speechlm.model.ctc), when it trains (warm start or `ctc_weight`): one
+    chunk of frames' fp32 logits over the vocabulary at a time (and their softmax in the recomputing
+    backward), the frames' log-probabilities over the batch's own tokens and the blank (with their
+    gradient), the frames as fp32 unit vectors, and under ZeRO-3 the gathered embedding table."""
+    t = cfg.training
+    if (t.ctc_weight <= 0 and t.ctc_warmup_steps <= 0) or shapes.family is None:
+        return 0.0
+    rate = shapes.family.audio_token_count(16000 * 10, cfg.model.projector_pool_stride) / 10
+    frames = audio_seconds * rate
+    vocab = shapes.vocab_size
+    chunk = 2 * min(frames, chunk_tokens(vocab)) * (vocab + 1) * 4
+    picked = 3 * frames * (min(label_tokens, vocab) + 1) * 4
+    table = vocab * shapes.decoder_hidden * 4 * (2 if cfg.deepspeed.zero_stage == 3 else 1)  # normalized fp32
+    return chunk + picked + 2 * frames * shapes.decoder_hidden * 4 + table
 
 
 def fit_batch(cfg: Config, shapes: Shapes, gpu: GPU, *, world: int, clip_seconds: float) -> tuple[int, int] | None:
