@@ -219,5 +219,6 @@ async def _transcribe(request: Request, cfg: ServeConfig, engine: Engine, batche
         batcher.cancel(job)
         result.cancel()
         raise ClientDisconnect
-    texts = result.result()
-    return formats.render(req.response_format, engine.join(texts), engine.timed(spans, texts), len(wave) / SAMPLE_RATE)
+    clip = engine.timed(spans, result.result())
+    words = clip["words"] if req.words else None
+    return formats.render(req.response_format, clip["text"], clip["segments"], len(wave) / SAMPLE_RATE, words)

@@ -36,7 +36,9 @@ class Engine:
         self.window_seconds = window_seconds
         self.long_form = dict(long_form or {})
         self.strategy = self.long_form.get("strategy", longform.DEFAULT_STRATEGY)
-        self.transcribe_batch: Callable[[list[np.ndarray]], list[str]] = batch_transcriber(model)
+        # every segment comes back with its words (the CTC head's times: a few % of a batch's time), so a
+        # request for word timestamps shares batches with the rest
+        self.transcribe_batch: Callable[[list[np.ndarray]], list[dict]] = batch_transcriber(model, timestamps=True)
         self.cut(np.zeros(SAMPLE_RATE, np.float32))  # bad settings fail at start-up, not on the first request
 
     @classmethod
@@ -63,9 +65,6 @@ class Engine:
         """The (start, end) sample ranges `transcribe` transcribes of this clip."""
         return clip_spans(self.model, wave, self.window_seconds, **self.long_form)
 
-    def join(self, texts: list[str]) -> str:
-        return longform.join(texts, self.strategy)
-
-    @staticmethod
-    def timed(spans: list[tuple[int, int]], texts: list[str]) -> list[dict]:
-        return longform.timed_texts(spans, texts)
+    def timed(self, spans: list[tuple[int, int]], outs: list[dict]) -> dict:
+        """{"text" (joined as transcribe joins), "segments", "words"} of one request's segments' results."""
+        return longform.timed_clip(spans, outs, self.strategy)

@@ -10,7 +10,8 @@
   break them for no gain.
 - `temperature`: absent or 0 (greedy decoding, what `SpeechLM.transcribe` does); anything else: 400.
 - `timestamp_granularities[]`: `segment` is accepted (segments are always in verbose_json, srt and
-  vtt); `word`: 400 until word timestamps exist.
+  vtt); `word` adds `words` ({"word", "start", "end"}; null times for a word the CTC head could not
+  place) to verbose_json, and is a 400 with any other response_format, as in OpenAI's API.
 - `stream`: absent or false; true: 400.
 """
 
@@ -31,6 +32,7 @@ class Fields:
     file: UploadFile
     model: str
     response_format: str
+    words: bool = False  # timestamp_granularities[] holds "word"
 
 
 def _value(form: FormData, name: str) -> str | None:
@@ -87,24 +89,24 @@ def _check_temperature(form: FormData) -> None:
         raise APIError(400, msg, "unsupported_value", "temperature")
 
 
-def _check_granularities(form: FormData) -> None:
+def _granularities(form: FormData, response_format: str) -> bool:
+    """Whether word timestamps were asked for (only verbose_json carries them)."""
     param = "timestamp_granularities[]"
-    for g in form.getlist(param) + form.getlist("timestamp_granularities"):
-        if g == "word":
-            msg = (
-                f"{param}=word is not supported yet: the model has no word timestamps "
-                "(segment timestamps are in verbose_json, srt and vtt)"
-            )
-            raise APIError(400, msg, "unsupported_value", param)
+    asked = form.getlist(param) + form.getlist("timestamp_granularities")
+    for g in asked:
         if g not in GRANULARITIES:
             raise APIError(400, f"{param} '{g}' is not one of {', '.join(GRANULARITIES)}", "invalid_value", param)
+    if "word" in asked and response_format != "verbose_json":
+        msg = f"{param}=word needs response_format=verbose_json (got {response_format})"
+        raise APIError(400, msg, "invalid_value", param)
+    return "word" in asked
 
 
 def parse(form: FormData, names: list[str]) -> Fields:
     fields = Fields(file=_file(form), model=_model(form, names), response_format=_response_format(form))
     _check_language(form)
     _check_temperature(form)
-    _check_granularities(form)
+    fields.words = _granularities(form, fields.response_format)
     if (_value(form, "stream") or "false").lower() not in ("false", "0"):
         raise APIError(400, "stream=true is not supported: the answer comes whole", "unsupported_value", "stream")
     return fields

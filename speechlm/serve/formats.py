@@ -35,7 +35,7 @@ def vtt(segments: list[dict]) -> str:
     return "WEBVTT\n\n" + "\n".join(cues)
 
 
-def render(fmt: str, text: str, segments: list[dict], duration: float) -> Response:
+def render(fmt: str, text: str, segments: list[dict], duration: float, words: list[dict] | None = None) -> Response:
     usage = {"type": "duration", "seconds": math.ceil(duration)}
     if fmt == "json":
         return JSONResponse({"text": text, "usage": usage})
@@ -56,6 +56,11 @@ def render(fmt: str, text: str, segments: list[dict], duration: float) -> Respon
                     {"id": i, "start": round(s["start"], 3), "end": round(s["end"], 3), "text": s["text"]}
                     for i, s in enumerate(segments)
                 ],
+                **(
+                    {"words": [{"word": w["text"], "start": w["start"], "end": w["end"]} for w in words]}
+                    if words is not None
+                    else {}
+                ),
                 "usage": usage,
             }
         )
