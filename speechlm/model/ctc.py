@@ -37,31 +37,39 @@ def ctc_loss(model, input_features, feature_mask, labels, weight=None):
     return projected_ctc_loss(model, proj, lengths, labels, weight)
 
 
-def _frame_lse(x: torch.Tensor, table: torch.Tensor, blank: torch.Tensor) -> torch.Tensor:
-    """log-sum-exp over the vocabulary and the blank of frames `x` [N, H] (all unit vectors)."""
-    logits = COSINE_SCALE * (x @ table.T)
+def _frame_lse(x: torch.Tensor, rows: torch.Tensor, inv_norm: torch.Tensor, blank: torch.Tensor) -> torch.Tensor:
+    """log-sum-exp over the vocabulary and the blank of unit frames `x` [N, H]: cosines against the
+    embedding `rows` (in their own dtype: no fp32 copy of the table) scaled by their inverse norms."""
+    logits = COSINE_SCALE * (x.to(rows.dtype) @ rows.T).float() * inv_norm
     return torch.logaddexp(torch.logsumexp(logits, -1), COSINE_SCALE * (x @ blank))
 
 
-def compact_log_probs(x: torch.Tensor, table: torch.Tensor, blank: torch.Tensor, classes: torch.Tensor):
-    """[N, K + 1] log-probabilities of frames `x` [N, H] over `classes` (K token ids) and the blank (last),
-    normalized over the whole vocabulary. The [N, V] logits exist one chunk of frames at a time
-    (loss.chunk_tokens: a fixed budget of elements), recomputed in the backward (non-reentrant
-    checkpoint), so the head's memory is that of the classes a batch's transcripts use, not of the
-    vocabulary (a full [frames, V] over Qwen3.5's 248k tokens would be ~190 GiB at production's batch)."""
-    n = chunk_tokens(table.shape[0])
+def chunk_frames(vocab_size: int) -> int:
+    """Frames per chunk of the head's [frames, V] logits: a quarter of the LM loss's logits budget
+    (loss.chunk_tokens), since the fp32 logits and their softmax in the backward exist at once."""
+    return max(1, chunk_tokens(vocab_size) // 4)
+
+
+def compact_log_probs(x, rows, inv_norm, blank, classes: torch.Tensor) -> torch.Tensor:
+    """[N, K + 1] log-probabilities of unit frames `x` [N, H] over `classes` (K token ids) and the blank
+    (last), normalized over the whole vocabulary. The [N, V] logits exist one chunk of frames at a time
+    (`chunk_frames`), recomputed in the backward (non-reentrant checkpoint), so the head's memory is
+    that of the classes a batch's transcripts use, not of the vocabulary (a full [frames, V] over
+    Qwen3.5's 248k tokens would be ~190 GiB at production's batch)."""
+    n = chunk_frames(rows.shape[0])
     lse = torch.cat(
-        [checkpoint(_frame_lse, c, table, blank, use_reentrant=False) for c in x.split(n)]
+        [checkpoint(_frame_lse, c, rows, inv_norm, blank, use_reentrant=False) for c in x.split(n)]
         if len(x)
         else [x.new_zeros(0)]
     )
-    picked = COSINE_SCALE * torch.cat([x @ table[classes].T, (x @ blank)[:, None]], -1)
+    picked = (x.to(rows.dtype) @ rows[classes].T).float() * inv_norm[classes]
+    picked = COSINE_SCALE * torch.cat([picked, (x @ blank)[:, None]], -1)
     return picked - lse[:, None]
 
 
 def head_inputs(model, proj: torch.Tensor):
-    """(frames, table, blank) of the CTC head as unit vectors in fp32: the projected frames, the decoder's
-    input embeddings (no gradient) and the projector's blank."""
+    """(unit frames fp32, embedding rows in their dtype (no gradient), the rows' inverse norms fp32, unit
+    blank fp32) of the CTC head: the projected frames, the decoder's input embeddings, the projector's blank."""
     emb = model._base_lm().get_input_embeddings()
     if hasattr(emb.weight, "ds_id"):
         # ZeRO-3: the table through the embedding's own forward, whose hooks gather and release it in the
@@ -69,19 +77,20 @@ def head_inputs(model, proj: torch.Tensor):
         rows = emb(torch.arange(emb.num_embeddings, device=proj.device)).detach()
     else:
         rows = emb.weight.detach()
-    table = F.normalize(rows.float(), dim=-1)
+    inv_norm = 1.0 / torch.linalg.vector_norm(rows, dim=-1, dtype=torch.float32).clamp_min(1e-12)
     blank = F.normalize(model.projector.ctc_blank.float(), dim=-1)
-    return F.normalize(proj.float(), dim=-1), table, blank
+    return F.normalize(proj.float(), dim=-1), rows, inv_norm, blank
 
 
 def projected_ctc_loss(model, proj, lengths, labels, weight=None):
     """ctc_loss from projected frames the caller already has (the LM step's auxiliary loss)."""
-    frames, table, blank = head_inputs(model, proj)
+    frames, rows, inv_norm, blank = head_inputs(model, proj)
     targets = transcript_targets(labels)
     flat = torch.cat(targets).to(proj.device) if targets else torch.zeros(0, dtype=torch.long, device=proj.device)
     classes, remapped = torch.unique(flat, return_inverse=True)  # the batch's tokens: the head's classes here
     b, length, h = frames.shape
-    logp = compact_log_probs(frames.reshape(-1, h), table, blank, classes).reshape(b, length, -1).transpose(0, 1)
+    logp = compact_log_probs(frames.reshape(-1, h), rows, inv_norm, blank, classes)
+    logp = logp.reshape(b, length, -1).transpose(0, 1)
     target_lengths = torch.tensor([len(t) for t in targets], device=logp.device)
     per_clip = F.ctc_loss(
         logp,

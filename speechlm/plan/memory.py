@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from speechlm.config import Config, ConfigError
 from speechlm.model.build import make_loss
-from speechlm.model.loss import LOGIT_BYTES, chunk_tokens  # noqa: F401  (LOGIT_BYTES re-exported)
+from speechlm.model.ctc import chunk_frames
+from speechlm.model.loss import LOGIT_BYTES  # noqa: F401  (re-exported)
 from speechlm.plan.disk import GIB
 from speechlm.plan.models import LINEAR_ATTN_CHUNK, Shapes, encoder_family
 
@@ -154,16 +155,18 @@ def ctc_head_bytes(cfg: Config, shapes: Shapes, audio_seconds: float, label_toke
     """The CTC head's transient (speechlm.model.ctc), when it trains (warm start or `ctc_weight`): one
     chunk of frames' fp32 logits over the vocabulary at a time (and their softmax in the recomputing
     backward), the frames' log-probabilities over the batch's own tokens and the blank (with their
-    gradient), the frames as fp32 unit vectors, and under ZeRO-3 the gathered embedding table."""
+    gradient), the frames as fp32 unit vectors, and under ZeRO-3 the gathered embedding table (read in
+    its own dtype: no fp32 copy of it)."""
     t = cfg.training
     if (t.ctc_weight <= 0 and t.ctc_warmup_steps <= 0) or shapes.family is None:
         return 0.0
     rate = shapes.family.audio_token_count(16000 * 10, cfg.model.projector_pool_stride) / 10
     frames = audio_seconds * rate
     vocab = shapes.vocab_size
-    chunk = 2 * min(frames, chunk_tokens(vocab)) * (vocab + 1) * 4
+    chunk = 2 * min(frames, chunk_frames(vocab)) * (vocab + 1) * 4
     picked = 3 * frames * (min(label_tokens, vocab) + 1) * 4
-    table = vocab * shapes.decoder_hidden * 4 * (2 if cfg.deepspeed.zero_stage == 3 else 1)  # normalized fp32
+    compute = 2 if (t.bf16 and cfg.model.model_dtype != "float32") else 4
+    table = vocab * shapes.decoder_hidden * compute if cfg.deepspeed.zero_stage == 3 else 0  # gathered
     return chunk + picked + 2 * frames * shapes.decoder_hidden * 4 + table
 
 
