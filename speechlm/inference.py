@@ -188,4 +188,4 @@ def transcribe_timed(
         min_pause_seconds,
         merge_seconds,
     )
-    return [longform.timed_clip(sp, out, strategy) for sp, out in zip(spans, outs)]
+    return [longform.timed_clip(sp, out, strategy, w) for sp, out, w in zip(spans, outs, waves)]

@@ -257,14 +257,20 @@ class SpeechLM(nn.Module):
         """Per clip, the words of its generated tokens with {"text", "start", "end", "confidence"}: the
         tokens force-aligned on the CTC head's posteriors over `projected` frames (speechlm.model.align)."""
         proj, lengths = projected
-        table = torch.cat(
-            [self._base_lm().get_input_embeddings().weight.detach().float(), self.projector.ctc_blank.float()[None]]
-        )
-        logp = [lp.cpu() for lp in align.ctc_log_posteriors(proj, lengths, table)]
+        rows = self._base_lm().get_input_embeddings().weight.detach()
+        # cosines against the table in its own dtype, scaled by the rows' inverse norms: no normalized copy
+        # of the table per batch (its cost would be a tenth of a batch's transcription on the demo)
+        inv_norm = 1.0 / torch.linalg.vector_norm(rows, dim=-1, dtype=torch.float32).clamp_min(1e-12)
+        unit = torch.nn.functional.normalize(proj.float(), dim=-1)
+        blank = torch.nn.functional.normalize(self.projector.ctc_blank.float(), dim=-1)
+        logp = []
+        for u, n in zip(unit, lengths.tolist()):
+            cos = torch.cat([(u[:n].to(rows.dtype) @ rows.T).float() * inv_norm, (u[:n] @ blank)[:, None]], -1)
+            logp.append((align.COSINE_SCALE * cos).log_softmax(-1).cpu())
         special = set(self.tokenizer.all_special_ids)
         ids = [[t for t in row if t not in special] for row in token_rows]
         frame_s = align.frame_seconds(self.family, self.cfg.projector_pool_stride)
-        words = align.align_words_batch(logp, ids, self.tokenizer, frame_s, table.shape[0] - 1)
+        words = align.align_words_batch(logp, ids, self.tokenizer, frame_s, rows.shape[0])
         return [[w.to_dict() for w in clip] for clip in words]
 
     # ------------------------------------------------------------------ optimizer and reporting

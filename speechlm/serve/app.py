@@ -219,6 +219,6 @@ async def _transcribe(request: Request, cfg: ServeConfig, engine: Engine, batche
         batcher.cancel(job)
         result.cancel()
         raise ClientDisconnect
-    clip = engine.timed(spans, result.result())
+    clip = engine.timed(spans, result.result(), wave)
     words = clip["words"] if req.words else None
     return formats.render(req.response_format, clip["text"], clip["segments"], len(wave) / SAMPLE_RATE, words)

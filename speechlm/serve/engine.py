@@ -65,6 +65,6 @@ class Engine:
         """The (start, end) sample ranges `transcribe` transcribes of this clip."""
         return clip_spans(self.model, wave, self.window_seconds, **self.long_form)
 
-    def timed(self, spans: list[tuple[int, int]], outs: list[dict]) -> dict:
+    def timed(self, spans: list[tuple[int, int]], outs: list[dict], wave: np.ndarray) -> dict:
         """{"text" (joined as transcribe joins), "segments", "words"} of one request's segments' results."""
-        return longform.timed_clip(spans, outs, self.strategy)
+        return longform.timed_clip(spans, outs, self.strategy, wave)

@@ -139,4 +139,4 @@ class SpeechLMForASR(PreTrainedModel):
             return transcribe_long(run, waves, window, strategy=strategy, **cut)
         run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens, timestamps=True)  # noqa: E731
         spans, outs = transcribe_windows(run, waves, window, strategy=strategy, **cut)
-        return [timed_clip(sp, out, strategy) for sp, out in zip(spans, outs)]
+        return [timed_clip(sp, out, strategy, w) for sp, out, w in zip(spans, outs, waves)]
