@@ -39,6 +39,7 @@ MERGE_SECONDS = 0.0  # neighbouring segments merge while they fit this (0: one s
 KEEP_BEFORE_SECONDS = 0.15
 KEEP_AFTER_SECONDS = 0.25
 MIN_SOUND_SECONDS = 0.25  # a segment with less sound than this (a click) joins its neighbour
+WORD_GAP_SECONDS = 0.1  # silence that ends a word's sound (sound_ends): longer than a stop consonant's closure
 
 
 def _frame_energy_db(wave: np.ndarray) -> np.ndarray:
@@ -436,10 +437,19 @@ def sound_ends(words: list[dict], wave: np.ndarray, threshold_db: float = THRESH
         return words
     placed = [w for w in words if w["start"] is not None]
     frame_s = FRAME / SAMPLE_RATE
+    gap = round(WORD_GAP_SECONDS / frame_s)
     for w, nxt in zip(placed, placed[1:] + [None]):
         lo = int(w["start"] / frame_s)
         hi = min(len(silent), int(nxt["start"] / frame_s) if nxt else len(silent))
         sound = np.flatnonzero(~silent[lo:hi])
-        if len(sound):
-            w["end"] = round(max(w["end"], (lo + sound[-1] + 1) * frame_s), 4)
+        if not len(sound):
+            continue
+        # the word's sound runs until the first silence of at least WORD_GAP_SECONDS (a stop consonant's
+        # closure is shorter), not to the next word's onset
+        end = sound[-1] + 1
+        for a, b in _runs(silent[lo:hi]):
+            if a > sound[0] and b - a >= gap:
+                end = a
+                break
+        w["end"] = round(float(max(w["end"], (lo + end) * frame_s)), 4)
     return words

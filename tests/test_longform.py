@@ -257,3 +257,23 @@ def test_segments_is_the_default_and_joins_segment_texts_in_order():
     out = longform.transcribe_long(name, [wave], 20.0, batch_size=2)  # the default strategy
     assert out[0] == " ".join(str(e - s) for s, e in spans)  # each segment once, texts in order
     assert got == sorted(got, reverse=True)
+
+
+def test_word_ends_move_to_where_their_sound_ends():
+    """The CTC head gives a word's onset; its end is where the sound before the next word stops."""
+    t = np.arange(16000) / 16000
+    tone = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    # sound 0.2-0.7 s and 1.0-1.4 s, silence elsewhere
+    wave = np.zeros(24000, np.float32)
+    wave[3200:11200] = tone[:8000]
+    wave[16000:22400] = tone[:6400]
+    words = [
+        {"text": "one", "start": 0.2, "end": 0.28, "confidence": 0.9},
+        {"text": "lost", "start": None, "end": None, "confidence": 0.0},
+        {"text": "two", "start": 1.0, "end": 1.08, "confidence": 0.9},
+    ]
+    longform.sound_ends(words, wave)
+    assert words[0]["end"] == pytest.approx(0.7, abs=0.03) and words[2]["end"] == pytest.approx(1.4, abs=0.03)
+    assert words[1]["start"] is None and words[1]["end"] is None  # an unplaced word stays unplaced
+    early = [{"text": "x", "start": 0.2, "end": 0.9, "confidence": 1.0}]
+    assert longform.sound_ends(early, wave)[0]["end"] == 0.9  # never earlier than the aligner put it
