@@ -133,7 +133,7 @@ def word_times(model, run_dir: Path, timed: str, shards: Path, split: str) -> di
     recording = np.concatenate([np.concatenate([w, pause]) for _, w, _ in clips])
     timed_out = transcribe_timed(model, [recording])[0]
     srt = run_dir / "longform.srt"
-    srt.write_text(subtitles.to_srt(timed_out["words"]))
+    srt.write_text(subtitles.to_srt(subtitles.cues(timed_out["words"])))
     print(f"word times on {scored['clips']} timed clips: {json.dumps(scored['boundaries'])}")
     print(f"subtitles of a {len(recording) / 16000:.0f} s recording of test clips: {srt}", flush=True)
     return {"boundaries": scored["boundaries"], "srt": str(srt)}

@@ -118,7 +118,8 @@ def write_timed(model, args) -> list[dict]:
     for p, r in zip(args.audio, results):
         out = Path(args.out_dir or Path(p).parent) / (Path(p).stem + "." + args.format)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(write(r["words"], r["text"]) if args.format == "json" else write(r["words"]))
+        # subtitles are lines of words (subtitles.cues: 42 characters, 5 s, a new line after a 1 s pause)
+        out.write_text(write(r["words"], r["text"]) if args.format == "json" else write(subtitles.cues(r["words"])))
         print(out)
     return results
 
