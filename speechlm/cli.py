@@ -21,6 +21,7 @@ COMMANDS = {
     "demo": ("speechlm.demo", "the offline demo: shards, weights, CPU training, WER"),
     "export": ("speechlm.export.__main__", "write the self-contained model folder of a checkpoint"),
     "runpod": ("speechlm.runpod", "train on a rented GPU: plan, up, deploy, train, ..."),
+    "serve": ("speechlm.serve", "serve a model behind OpenAI's transcription API"),
     "model": ("speechlm.model.__main__", "parameter counts per part of a model (--count)"),
 }
 

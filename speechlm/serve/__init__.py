@@ -1,6 +1,6 @@
 """Serve a speechlm model behind OpenAI's transcription API, with dynamic batching.
 
-    python -m speechlm.serve MODEL [--host 127.0.0.1] [--port 8000] [--max-batch 16] [--max-wait-ms 10]
+    speechlm serve MODEL [--host 127.0.0.1] [--port 8000] [--max-batch 16] [--max-wait-ms 10]
 
 FastAPI on uvicorn (the `serve` extra: `pip install 'speechlm[serve]'`). Modules: `cli` (flags, the
 draining uvicorn server), `app` (endpoints, limits, errors), `batcher` (the model worker thread and its
@@ -9,7 +9,7 @@ batches), `engine` (the one route into speechlm's inference: decode, cut, batch,
 """
 
 
-def main(argv=None):
+def main(argv=None, prog: str = "python -m speechlm.serve"):
     from speechlm.serve.cli import main as run  # fastapi and uvicorn (the serve extra) load only to serve
 
-    return run(argv)
+    return run(argv, prog=prog)

@@ -20,22 +20,22 @@ log = logging.getLogger("speechlm.serve")
 
 EXAMPLES = f"""\
 examples:
-  python -m speechlm.serve outputs/demo                      # http://127.0.0.1:8000, model name "demo"
-  python -m speechlm.serve outputs/RUN/checkpoints/step-2000/model --host 0.0.0.0 --port 8000 --max-batch 32
-  {API_KEY_ENV}=KEY python -m speechlm.serve user/my-asr --served-model-name whisper-1
+  speechlm serve outputs/demo/final                          # http://127.0.0.1:8000, model name "final"
+  speechlm serve outputs/RUN/checkpoints/step-2000/model --host 0.0.0.0 --port 8000 --max-batch 32
+  {API_KEY_ENV}=KEY speechlm serve user/my-asr --served-model-name whisper-1
 
   curl http://127.0.0.1:8000/v1/audio/transcriptions -H "Authorization: Bearer KEY" \\
-       -F file=@meeting.flac -F model=demo -F response_format=srt
+       -F file=@meeting.flac -F model=final -F response_format=srt
 
-MODEL is whatever `python -m speechlm.transcribe -m` takes: an export folder, a checkpoint step-N, a run
+MODEL is whatever `speechlm transcribe -m` takes: an export folder, a checkpoint step-N, a run
 folder (its latest checkpoint) or a Hub id. Audio is cut and transcribed as transcribe does it (the same
 long-form flags); the segments of concurrent requests share the model's batches.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m speechlm.serve") -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m speechlm.serve",
+        prog=prog,
         description="Serve a speechlm model behind OpenAI's transcription API (POST /v1/audio/transcriptions).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -131,8 +131,8 @@ def _draining_server(state, shutdown_timeout: float):
 
 
 @cli_errors
-def main(argv=None):
-    args = build_parser().parse_args(argv)
+def main(argv=None, prog: str = "python -m speechlm.serve"):
+    args = build_parser(prog).parse_args(argv)
     cfg = config_from_args(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     engine = Engine.load(cfg.model, cfg.window_seconds, cfg.long_form)
