@@ -73,7 +73,7 @@ def head_inputs(model, proj: torch.Tensor):
     emb = model._base_lm().get_input_embeddings()
     if hasattr(emb.weight, "ds_id"):
         # ZeRO-3: the table through the embedding's own forward, whose hooks gather and release it in the
-        # order ZeRO-3 traces (a GatheredParameters block here clashes with the tied LM head holding it)
+        # order ZeRO-3 traces (a GatheredParameters block here clashes with the tied LM head: pitfall 15)
         rows = emb(torch.arange(emb.num_embeddings, device=proj.device)).detach()
     else:
         rows = emb.weight.detach()

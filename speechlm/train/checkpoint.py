@@ -124,7 +124,7 @@ class _WriteGuard:
 def _trained_only(engine):
     """engine.module_state_dict with the trained parameters alone. DeepSpeed's exclude_frozen_parameters
     walks named_parameters(), which names a tied weight once, so a frozen tied LM head (and every frozen
-    buffer) stayed in the file: 113 MB of the demo's 142 MB. A resume rebuilds all of those from the bases."""
+    buffer) stayed in the file (pitfall 16). A resume rebuilds all of those from the bases."""
     module_state_dict = engine.module_state_dict
     trained = {n for n, p in engine.module.named_parameters(remove_duplicate=False) if p.requires_grad}
 
