@@ -10,7 +10,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import signal
 import time
 from datetime import datetime
@@ -31,6 +30,7 @@ from speechlm.model.parts import preflight
 from speechlm.train import autobatch, optim
 from speechlm.train import checkpoint as ckpt_mod
 from speechlm.train import engine as engine_mod
+from speechlm.train import final as final_mod
 from speechlm.train.data import check_encoder_limits, ensure_shards, make_loaders
 from speechlm.train.metrics import Metrics, peak_memory_gb, setup_logging
 from speechlm.train.run import RunSettings, resolve_run, with_training
@@ -68,7 +68,7 @@ class Trainer:
         setup_logging(self.rank)
         set_seed(self.config.training.seed)
         self.run_dir = self._run_dir()
-        self.card_info, self.last_eval = self._card_info(), {}
+        self.card_info, self.last_eval = final_mod.card_info(self.config, self.run_dir), {}
         self.ckpt = ckpt_mod.CheckpointManager(
             self.run_dir,
             self.config.training.save_total_limit,
@@ -144,18 +144,6 @@ class Trainer:
         self.metrics.log(
             self.step, {"effective_batch_size": s.effective_batch, "world_size": s.world, "total_steps": s.total_steps}
         )
-
-    def _card_info(self) -> dict:
-        t = self.config.training
-        return {
-            "name": t.hub_model_id or self.run_dir.name,
-            "repo": t.hub_model_id or str(Path("outputs") / self.run_dir.name / "final"),
-            "data": [{"name": Path(d.path).name, "split": d.split} for d in self.config.data.train],
-            "recipe": {
-                "learning rate (projector / LoRA)": f"{t.learning_rate:g} / {t.decoder_learning_rate:g}",
-                "ZeRO stage": self.config.deepspeed.zero_stage,
-            },
-        }
 
     def check_config(self) -> None:
         """Mistakes that need a file (ds JSON) or the model package, found before shards, process
@@ -395,38 +383,15 @@ class Trainer:
         return {**self.card_info, "steps": self.step, "training_eval": self.last_eval}
 
     def save_final(self) -> bool:
-        """The self-contained model folder, `<run>/final` (collective: ZeRO-3 gathers the frozen bases too).
-        Written beside and renamed into place, so a crash never leaves half a final folder; a failed write
-        (a full disk) is logged with the free space and the run still ends well: its checkpoints hold
-        everything, and `speechlm export` writes the folder from the latest one later."""
-        final, tmp = self.run_dir / "final", self.run_dir / ".tmp-final"
-        ok, err = True, ""
-        try:
-            if self.rank == 0:
-                shutil.rmtree(tmp, ignore_errors=True)
-            save_pretrained(self.model, tmp, self_contained=True, card=self.card())
-            if self.rank == 0:
-                shutil.rmtree(final, ignore_errors=True)
-                os.rename(tmp, final)
-        except Exception as e:  # safetensors' and torch's writers report a full disk as other errors
-            ok, err = False, repr(e)
-        if not ckpt_mod.all_ok(ok):
-            if self.rank == 0:
-                shutil.rmtree(tmp, ignore_errors=True)
-                log.error(
-                    "final model folder FAILED (%s; %s); the checkpoints stay valid: `speechlm export %s OUT`",
-                    err or "on another rank",
-                    ckpt_mod.free_space(self.run_dir),
-                    self.run_dir,
-                )
-            return False
-        if self.rank == 0:
+        """The self-contained model folder, `<run>/final` (speechlm.train.final; collective)."""
+        final = final_mod.write_final(self.model, self.run_dir, self.rank, self.card())
+        if final is not None and self.rank == 0:
             self.metrics.line(f"final model at step {self.step}: {final}")
             if self.hub is not None:
                 self.hub.submit(final, f"final (step {self.step})")
         if dist.is_initialized():
             dist.barrier()
-        return True
+        return final is not None
 
     def finish(self) -> None:
         skipped = {k: v for k, v in self.train_loader.stats.items() if k in SKIP_KEYS and v}
