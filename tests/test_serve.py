@@ -41,7 +41,7 @@ ERROR_KEYS = {"message", "type", "param", "code"}
 def _namer(batches: list, delay: float = 0.0):
     """A transcriber whose text for a segment is its length, recording each batch's lengths."""
 
-    def transcribe(waves):
+    def transcribe(waves, words=False):
         batches.append([len(w) for w in waves])
         time.sleep(delay)
         return [str(len(w)) for w in waves]
@@ -112,11 +112,11 @@ def test_batcher_serves_the_fewest_waiting_first_and_ages_the_rest():
 def test_batcher_cancel_drops_waiting_segments_and_a_failed_batch_fails_only_its_requests():
     batches, calls = [], []
 
-    def flaky(waves):
+    def flaky(waves, words=False):
         calls.append(len(waves))
         if any(len(w) == 13 for w in waves):
             raise RuntimeError("boom")
-        return _namer(batches, delay=0.05)(waves)
+        return _namer(batches, delay=0.05)(waves, words)
 
     b = Batcher(flaky, max_batch=2, max_wait=0.0)
     b.start()

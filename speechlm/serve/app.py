@@ -208,7 +208,7 @@ async def _read_audio(request: Request, cfg: ServeConfig, engine: Engine, names:
 async def _transcribe(request: Request, cfg: ServeConfig, engine: Engine, batcher: Batcher, names) -> Response:
     req, wave = await _read_audio(request, cfg, engine, names)
     spans = await run_in_threadpool(engine.cut, wave)
-    job = batcher.submit([wave[s:e] for s, e in spans])
+    job = batcher.submit([wave[s:e] for s, e in spans], words=req.words)
     result = asyncio.wrap_future(job.future)
     gone = asyncio.ensure_future(_client_gone(request.receive))
     try:

@@ -35,8 +35,9 @@ AGING_SECONDS = 30.0
 class Job:
     """One request's segments, their texts as batches return them, and a future for all of them."""
 
-    def __init__(self, segments: Sequence[np.ndarray], arrived: float):
+    def __init__(self, segments: Sequence[np.ndarray], arrived: float, words: bool = False):
         self.segments = list(segments)
+        self.words = words  # the request wants word timestamps: its batches are transcribed with them
         self.texts: list[str | None] = [None] * len(self.segments)
         self.pending = deque(sorted(range(len(self.segments)), key=lambda i: -len(self.segments[i])))
         self.left = len(self.segments)
@@ -51,7 +52,7 @@ class Batcher:
 
     def __init__(
         self,
-        transcribe_batch: Callable[[list[np.ndarray]], list[str]],
+        transcribe_batch: Callable[[list[np.ndarray], bool], list],
         max_batch: int = 16,
         max_wait: float = 0.01,
         max_per_request: int | None = None,
@@ -86,8 +87,8 @@ class Batcher:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def submit(self, segments: Sequence[np.ndarray]) -> Job:
-        job = Job(segments, time.monotonic())
+    def submit(self, segments: Sequence[np.ndarray], words: bool = False) -> Job:
+        job = Job(segments, time.monotonic(), words)
         if not job.segments:
             job.future.set_result([])
             return job
@@ -167,7 +168,7 @@ class Batcher:
                 continue
             picks.sort(key=lambda p: -len(p[0].segments[p[1]]))
             try:
-                texts = self.transcribe_batch([j.segments[i] for j, i in picks])
+                texts = self.transcribe_batch([j.segments[i] for j, i in picks], any(j.words for j, _ in picks))
                 if len(texts) != len(picks):
                     raise RuntimeError(f"the model returned {len(texts)} texts for a batch of {len(picks)}")
             except Exception as e:  # noqa: BLE001 -- the jobs get the error; the worker keeps serving

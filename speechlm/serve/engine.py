@@ -5,7 +5,6 @@ for the server is here, so that moving them touches this file alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,10 +35,16 @@ class Engine:
         self.window_seconds = window_seconds
         self.long_form = dict(long_form or {})
         self.strategy = self.long_form.get("strategy", longform.DEFAULT_STRATEGY)
-        # every segment comes back with its words (the CTC head's times: a few % of a batch's time), so a
-        # request for word timestamps shares batches with the rest
-        self.transcribe_batch: Callable[[list[np.ndarray]], list[dict]] = batch_transcriber(model, timestamps=True)
+        self._plain = batch_transcriber(model)
+        self._timed = batch_transcriber(model, timestamps=True)
         self.cut(np.zeros(SAMPLE_RATE, np.float32))  # bad settings fail at start-up, not on the first request
+
+    def transcribe_batch(self, segments: list[np.ndarray], words: bool = False) -> list[dict]:
+        """{"text"} per segment, with its "words" when a request in the batch asked for them: the CTC head's
+        times cost ~14% of a batch (docs/benchmarks.md), paid only then; the texts are the same."""
+        if words:
+            return self._timed(segments)
+        return [{"text": t} for t in self._plain(segments)]
 
     @classmethod
     def load(cls, path: str, window_seconds: float | None = None, long_form: dict | None = None) -> Engine:
