@@ -167,25 +167,20 @@ def transcribe_timed(
     batch_size: int = 16,
     window: float | None = None,
     strategy: str = longform.DEFAULT_STRATEGY,
-    overlap_seconds: float = 2.0,
     stops: dict | None = None,
-    threshold_db: float = longform.THRESHOLD_DB,
-    min_pause_seconds: float = longform.MIN_PAUSE_SECONDS,
-    merge_seconds: float = longform.MERGE_SECONDS,
+    **cut,
 ) -> list[dict]:
     """`transcribe_waves` with times: per clip {"text" (the same text), "segments" (the long-form cut's
     segments with their text and words), "words" ({"text", "start", "end", "confidence"}, seconds in the
-    recording's clock; start/end None for a word the CTC head could not place)}."""
+    recording's clock; start/end None for a word the CTC head could not place)}. `cut`: overlap_seconds
+    and the `"segments"` settings, as `transcribe_waves` takes them."""
     spans, outs = longform.transcribe_windows(
         batch_transcriber(model, stops, timestamps=True),
         waves,
         window_seconds(model, window),
         strategy,
-        overlap_seconds,
-        batch_size,
-        model.features.min_samples,
-        threshold_db,
-        min_pause_seconds,
-        merge_seconds,
+        batch_size=batch_size,
+        min_samples=model.features.min_samples,
+        **cut,
     )
     return [longform.timed_clip(sp, out, strategy, w) for sp, out, w in zip(spans, outs, waves)]

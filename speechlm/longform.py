@@ -337,24 +337,15 @@ def transcribe_long(
     waves: Sequence[np.ndarray],
     window_seconds: float,
     strategy: str = DEFAULT_STRATEGY,
-    overlap_seconds: float = 2.0,
-    batch_size: int = 16,
-    min_samples: int = FRAME,
-    threshold_db: float = THRESHOLD_DB,
-    min_pause_seconds: float = MIN_PAUSE_SECONDS,
-    merge_seconds: float = MERGE_SECONDS,
-    keep_before_seconds: float = KEEP_BEFORE_SECONDS,
-    keep_after_seconds: float = KEEP_AFTER_SECONDS,
+    **cut,
 ) -> list[str]:
     """Transcribe clips of any length: each is cut into windows, all windows of all clips are sorted
     by length and transcribed `batch_size` at a time (little padding, one job), then each clip's
-    window texts are joined in order. A window shorter than `min_samples` (a sliver at the end) is
-    dropped: it holds no speech the previous window did not end with. `"segments"` transcribes no
-    range of silence alone (`segment_windows`)."""
-    settings = (threshold_db, min_pause_seconds, merge_seconds, keep_before_seconds, keep_after_seconds)
-    spans, outs = transcribe_windows(
-        transcribe_batch, waves, window_seconds, strategy, overlap_seconds, batch_size, min_samples, *settings
-    )
+    window texts are joined in order. `cut`: the rest of `transcribe_windows`' settings (batch size,
+    overlap, the `"segments"` cut's thresholds). A window shorter than `min_samples` (a sliver at the
+    end) is dropped: it holds no speech the previous window did not end with. `"segments"` transcribes
+    no range of silence alone (`segment_windows`)."""
+    _, outs = transcribe_windows(transcribe_batch, waves, window_seconds, strategy, **cut)
     return [join(texts, strategy) for texts in outs]
 
 
