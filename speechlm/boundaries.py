@@ -1,5 +1,5 @@
 """Word boundary error: hypothesis word times against reference word times (a timed shard set's
-`"words"`, speechlm.shard.timed).
+`"words"`, speechlm.demo.timed).
 
 Words are matched by a word alignment of the normalized texts (jiwer's: lowercase, punctuation
 stripped; the same alignment that WER counts). Only words aligned as equal are matched; for each

@@ -18,7 +18,7 @@ COMMANDS = {
     "transcribe": ("speechlm.transcribe", "transcribe audio files of any length"),
     "plan": ("speechlm.plan", "size a run: parameters, GPU memory, disk, GPUs that fit"),
     "report": ("speechlm.report", "plots of a training run from its metrics.jsonl"),
-    "demo": ("speechlm.demo", "the offline demo: shards, weights, CPU training, WER"),
+    "demo": ("speechlm.demo.cli", "the offline demo: shards, weights, CPU training, WER"),
     "export": ("speechlm.export.__main__", "write the self-contained model folder of a checkpoint"),
     "runpod": ("speechlm.runpod", "train on a rented GPU: plan, up, deploy, train, ..."),
     "serve": ("speechlm.serve", "serve a model behind OpenAI's transcription API"),

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from speechlm import config as config_mod
-from speechlm import listening, text
+from speechlm import by_part, text
 from speechlm.config import Config, ConfigError
-from speechlm.shard import builtin, corpus, load_recipe, nonspeech, synthetic
+from speechlm.demo import builtin, corpus, grammar, listening, nonspeech
+from speechlm.shard import load_recipe
 
 SIZES = {
     "speech": {"train": 40, "eval": 12, "test": 12, "unseen_test": 4, "random_test": 4},
@@ -26,7 +27,7 @@ def demo_recipe(**speech):
     recipe, _ = load_recipe("demo")
     for src in recipe.sources:
         for k, v in {**SIZES[src.name], **(speech if src.name == "speech" else {})}.items():
-            setattr(src.synthetic, k, v)
+            setattr(src.settings, k, v)
     recipe.output.shard_clips = 16
     recipe.output.work_chunk = 16
     return recipe
@@ -34,7 +35,7 @@ def demo_recipe(**speech):
 
 # ---------------------------------------------------------------- the corpus
 def test_corpus_is_a_function_of_the_seed_and_test_text_never_trains():
-    cfg = load_recipe("demo")[0].sources[0].synthetic
+    cfg = load_recipe("demo")[0].sources[0].settings
     a = {s: corpus.rows(cfg, s) for s in ("train", "eval", "test")}
     assert a == {s: corpus.rows(cfg, s) for s in ("train", "eval", "test")}  # deterministic, voices included
     cfg.seed = 1
@@ -56,9 +57,9 @@ def test_corpus_is_a_function_of_the_seed_and_test_text_never_trains():
         if "random" in i:
             assert tokens <= {w.lower() for w in words}
         elif "unseen" in i:
-            assert synthetic.has_unseen_word(t)
+            assert grammar.has_unseen_word(t)
         else:  # a sentence shape the training grammar never makes, over training words only
-            assert not synthetic.has_unseen_word(t) and tokens <= {w.lower() for w in synthetic.VOCABULARY}
+            assert not grammar.has_unseen_word(t) and tokens <= {w.lower() for w in grammar.VOCABULARY}
     shapes = {t for _, t, _ in a["train"] if t[-1] in ".?"}
     assert not {t for i, t, _ in a["test"] if "seen" in i} & shapes
     assert sum(t[-1] not in ".?" for t in train) == round(cfg.train * cfg.random_share)
@@ -74,7 +75,7 @@ def test_corpus_settings_are_checked_naming_the_key(tmp_path):
 
 
 def test_speech_clips_open_and_close_with_seeded_silence(tmp_path):
-    cfg = load_recipe("demo")[0].sources[0].synthetic
+    cfg = load_recipe("demo")[0].sources[0].settings
     assert cfg.silence_seconds == 0.3
     padded = builtin.rows(cfg, "test")
     cfg.silence_seconds = 0.0
@@ -99,7 +100,7 @@ def test_speech_clips_open_and_close_with_seeded_silence(tmp_path):
 
 
 def test_nonspeech_clips_are_deterministic_and_at_their_level():
-    cfg = load_recipe("demo")[0].sources[1].synthetic
+    cfg = load_recipe("demo")[0].sources[1].settings
     rows = nonspeech.rows(cfg, "test")
     assert all(t == "" for _, t, _ in rows) and {s[1] for _, _, s in rows} == set(nonspeech.KINDS)
     for _, _, spec in rows[: len(nonspeech.KINDS)]:
@@ -306,8 +307,8 @@ def test_scores_by_part():
         {"id": "nonspeech_test-nonspeech-00003", "reference": "", "hypothesis": "", "loop": True},
         {"id": "nonspeech_test-nonspeech-00004", "reference": "", "hypothesis": "you"},
     ]
-    parts = listening.score_parts(rows)
+    parts = by_part.score(rows)
     assert parts["random"]["wer"] == 0.5 and parts["seen"]["wer"] == 0.0
     assert parts["nonspeech"]["empty_share"] == 0.5 and parts["nonspeech"]["loops"] == 1
-    assert listening.metrics(parts) == {"eval/wer/random": 0.5, "eval/wer/seen": 0.0, "eval/empty_share/nonspeech": 0.5}
+    assert by_part.metrics(parts) == {"eval/wer/random": 0.5, "eval/wer/seen": 0.0, "eval/empty_share/nonspeech": 0.5}
     assert len(listening.summary_lines(parts)) == 3

@@ -36,7 +36,7 @@ def test_whisper_tiny_en_transcribes_espeak_speech():
     import torch
     from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
-    from speechlm.shard.synthetic import synthesize
+    from speechlm.demo.grammar import synthesize
     from speechlm.wer import score
 
     path = ids.resolve("offline/whisper-tiny.en")  # tiny.resolve hands offline/ ids on

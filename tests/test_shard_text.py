@@ -2,9 +2,11 @@
 
 import pytest
 
+from speechlm.by_part import part_of
+from speechlm.demo import grammar
+from speechlm.demo.grammar import SyntheticConfig
 from speechlm.shard import normalize as N
-from speechlm.shard import synthetic, truecase
-from speechlm.shard.schema import SyntheticConfig
+from speechlm.shard import truecase
 
 
 def test_normalize_nfkc_controls_tags_whitespace():
@@ -58,7 +60,7 @@ def test_builtin_english_model_is_plain_text_and_recases(tmp_path):
 
 def test_synthetic_sentences_cased_punctuated_and_disjoint():
     cfg = SyntheticConfig(train=300, eval=40, test=40, seed=3)
-    rows = {s: synthetic.rows(cfg, s) for s in ("train", "eval", "test")}
+    rows = {s: grammar.rows(cfg, s) for s in ("train", "eval", "test")}
     texts = {s: {r[1] for r in v} for s, v in rows.items()}
     assert [len(texts[s]) for s in ("train", "eval", "test")] == [300, 40, 40]
     assert not (texts["train"] & texts["eval"]) and not (texts["train"] & texts["test"])
@@ -69,28 +71,28 @@ def test_synthetic_sentences_cased_punctuated_and_disjoint():
         n = len(t.split())
         assert 3 <= n <= 10, t
         words |= {w.strip(",.?").lower() for w in t.split()}
-    assert words <= {w.lower() for w in synthetic.VOCABULARY} and 40 <= len(words) <= 52
-    assert synthetic.rows(cfg, "eval") == rows["eval"]  # deterministic for a seed
-    assert synthetic.rows(SyntheticConfig(seed=4), "eval") != synthetic.rows(SyntheticConfig(seed=3), "eval")
+    assert words <= {w.lower() for w in grammar.VOCABULARY} and 40 <= len(words) <= 52
+    assert grammar.rows(cfg, "eval") == rows["eval"]  # deterministic for a seed
+    assert grammar.rows(SyntheticConfig(seed=4), "eval") != grammar.rows(SyntheticConfig(seed=3), "eval")
 
 
 def test_synthetic_test_split_has_seen_and_unseen_word_halves():
     cfg = SyntheticConfig(train=300, eval=20, test=40, unseen_test=20, seed=3)
-    rows = {s: synthetic.rows(cfg, s) for s in ("train", "eval", "test")}
-    vocab = {w.lower() for w in synthetic.VOCABULARY}
+    rows = {s: grammar.rows(cfg, s) for s in ("train", "eval", "test")}
+    vocab = {w.lower() for w in grammar.VOCABULARY}
     heard = {w.strip(",.?").lower() for s in ("train", "eval") for r in rows[s] for w in r[1].split()}
-    assert heard <= vocab and not heard & {w.lower() for w in synthetic.HELD_OUT_WORDS}
+    assert heard <= vocab and not heard & {w.lower() for w in grammar.HELD_OUT_WORDS}
     halves = {"seen": [], "unseen": []}
     for oid, t, _ in rows["test"]:
-        halves[synthetic.half_of(oid)].append(t)
+        halves[part_of(oid)].append(t)
     assert len(halves["seen"]) == len(halves["unseen"]) == 20
     for t in halves["seen"]:
         assert {w.strip(",.?").lower() for w in t.split()} <= heard, t
     for t in halves["unseen"]:
         assert {w.strip(",.?").lower() for w in t.split()} - heard, t  # at least one word never heard
-    train_only = synthetic.rows(SyntheticConfig(train=300, eval=20, test=40, seed=3), "train")
+    train_only = grammar.rows(SyntheticConfig(train=300, eval=20, test=40, seed=3), "train")
     assert train_only == rows["train"]  # the unseen half does not reshuffle the other splits
-    assert synthetic.half_of("synthetic_train-00001") is None
+    assert part_of("synthetic_train-00001") is None
 
 
 def test_unseen_test_larger_than_test_is_a_config_error(tmp_path):
@@ -107,4 +109,4 @@ def test_bad_voice_is_a_config_error():
     from speechlm.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"sources\[0\].synthetic.voices.*'zzz'"):
-        synthetic.check_espeak(["en-us", "zzz"], "sources[0]")
+        grammar.check_espeak(["en-us", "zzz"], "sources[0]")

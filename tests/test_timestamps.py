@@ -93,7 +93,7 @@ def test_eval_scores_word_times_against_a_timed_set_and_counts_unsupported_words
     from speechlm import shard
 
     recipe, _ = shard.load_recipe("timed")
-    recipe.sources[0].timed.test = 4
+    recipe.sources[0].settings.test = 4
     out = shard.build(recipe, tmp_path / "timed", workers=1)
     model = trained_looking("tiny/whisper", "tiny/qwen3_5")
     kept = ev.evaluate(model, str(out), split="test", word_threshold=0.5)

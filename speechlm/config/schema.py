@@ -135,7 +135,7 @@ class TrainingConfig:
     # word timestamps are aligned on (speechlm.model.align); 0 turns it off
     ctc_weight: float = 0.3
     # at every evaluation after the CTC warm start, also transcribe this many clips of each eval set
-    # and log WER per part of the built-in corpora (eval/wer/<part>, eval/empty_share/nonspeech)
+    # and log WER per part named in the clip ids (speechlm.by_part: eval/wer/<part>, eval/empty_share/<part>)
     eval_transcribe_clips: int = 0
     grad_norm_spike: float = 100.0
 

@@ -10,7 +10,6 @@ from speechlm.shard.schema import (
     RowFilter,
     ShardRecipe,
     Source,
-    SyntheticConfig,
     load_recipe,
 )
 
@@ -39,7 +38,6 @@ __all__ = [
     "load_recipe",
     "ShardRecipe",
     "Source",
-    "SyntheticConfig",
     "NormalizeConfig",
     "OutputConfig",
     "RowFilter",

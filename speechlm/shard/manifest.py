@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from speechlm.shard import normalize
-from speechlm.shard.schema import SPLITS, ShardRecipe
+from speechlm.shard.schema import SPLITS, ShardRecipe, recipe_dict
 
 FORMAT = "speechlm-shards/1"
 HIST_EDGES = [float(x) for x in range(0, 21)] + [float("inf")]
@@ -122,5 +122,5 @@ def build_manifest(
         "duration_histogram": _duration_histogram(splits),
         "normalization": {**dataclasses.asdict(recipe.normalize), "rule": normalize.__doc__.strip()},
         "truecaser": truecaser,
-        "recipe": dataclasses.asdict(recipe),
+        "recipe": recipe_dict(recipe),
     }

@@ -16,11 +16,10 @@ import shutil
 from pathlib import Path
 
 from speechlm.config import ConfigError
-from speechlm.config import build as build_config
 from speechlm.fsutil import atomic_write
 from speechlm.shard.listing import PLAN
 from speechlm.shard.manifest import build_manifest
-from speechlm.shard.schema import ShardRecipe, fingerprint
+from speechlm.shard.schema import build_recipe, fingerprint
 
 log = logging.getLogger("speechlm.shard")
 STAGE = ".stage"
@@ -35,7 +34,7 @@ def merge(out: str | Path) -> Path:
             log.info("%s is already merged", out)
             return out
         raise ConfigError(f"merge: {out} holds no build to merge (no {STAGE}/{PLAN}); run the build tasks first")
-    cfg = build_config(ShardRecipe, json.loads((stage / "recipe.json").read_text()))
+    cfg = build_recipe(json.loads((stage / "recipe.json").read_text()))
     fp = (stage / "fingerprint").read_text()
     if fingerprint(cfg) != fp:
         raise ConfigError(f"merge: {stage / 'recipe.json'} does not match the build's fingerprint")

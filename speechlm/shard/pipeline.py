@@ -9,7 +9,6 @@ fetched file and its staged chunks, with the next file prefetched).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import multiprocessing as mp
@@ -26,7 +25,7 @@ from speechlm.fsutil import atomic_write
 from speechlm.shard import hfstream, listing, writer
 from speechlm.shard.listing import TRUECASER
 from speechlm.shard.merge import STAGE, TAR_NAME, merge
-from speechlm.shard.schema import SHARD_RECIPES, ShardRecipe, fingerprint, load_recipe
+from speechlm.shard.schema import SHARD_RECIPES, ShardRecipe, fingerprint, load_recipe, recipe_dict
 
 log = logging.getLogger("speechlm.shard")
 
@@ -68,7 +67,7 @@ def build(
     stage = out / STAGE
     stage.mkdir(parents=True, exist_ok=True)
     atomic_write(stage / "fingerprint", fp.encode())
-    atomic_write(stage / "recipe.json", json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode())
+    atomic_write(stage / "recipe.json", json.dumps(recipe_dict(cfg), sort_keys=True).encode())
 
     listed = listing.prepare(cfg, out, stage)
     mine = listing.assign(listed["units"], num_tasks)[task_index]

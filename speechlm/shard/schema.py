@@ -1,19 +1,25 @@
-"""The shard recipe schema (shards/*.yaml), built with speechlm.config's typed machinery."""
+"""The shard recipe schema (shards/*.yaml), built with speechlm.config's typed machinery.
+
+A source kind may have its own settings section, named by its type (`SourceType.section`, e.g. the
+demo's `synthetic:`): the core schema does not know these, so `build_recipe` takes each source's
+section out of the raw mapping, builds the rest, then builds the section into the type's
+`settings_class` as `Source.settings` (errors name `sources[i].<section>.<key>`). `recipe_dict` is
+the inverse, the form recipe.json, manifest.json and the fingerprint hold.
+"""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from speechlm.config import REPO_ROOT, ConfigError, build, find_recipe, load_tree
 from speechlm.shard import sources
 from speechlm.shard.sources import SPLITS
-from speechlm.shard.synthetic import SyntheticConfig
-from speechlm.shard.timed import TimedConfig
 
 SHARD_RECIPES = REPO_ROOT / "shards"
 
@@ -30,7 +36,9 @@ class RowFilter:
 @dataclass
 class Source:
     name: str
-    kind: str  # a registered source type (speechlm/shard/sources/): hf, manifest, librispeech, synthetic
+    # a registered source type (speechlm/shard/sources/): hf, manifest, librispeech, and the
+    # plug-ins' (speechlm.plugins; the demo's synthetic and timed)
+    kind: str
     # mixing weight, carried to manifest.json for the reader
     weight: float = 1.0
     # hf: hub id, save_to_disk folder, or folder of parquet files (local, or an fsspec URL such as
@@ -48,10 +56,9 @@ class Source:
     cache_dir: str | None = None  # hf: datasets cache (default: HF_DATASETS_CACHE)
     # None: re-case when every label is all-lowercase or all-uppercase; True/False force it
     truecase: bool | None = None
-    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
-    # kind timed only (speechlm.shard.timed); null for every other kind, and then left out of the
-    # fingerprint, so recipes written before it keep theirs
-    timed: TimedConfig | None = None
+    # the kind's own section, built into its type's settings_class (the recipe's key is the type's
+    # `section`, e.g. `synthetic:`; see build_recipe); None: the type's defaults, or a kind without one
+    settings: Any = None
     # hf: null streams a hub id or parquet folder file by file and reads a save_to_disk folder in
     # place; false: map mode (load_dataset downloads and caches it all first); true: force streaming
     stream: bool | None = None
@@ -106,9 +113,9 @@ class ShardRecipe:
             seen.add(s.name)
             if s.weight <= 0:
                 raise ConfigError(f"{key}.weight: must be > 0, got {s.weight}")
-            sources.source_type(s.kind, f"{key}.kind").validate(s, key)
-            if s.timed is not None and s.kind != "timed":
-                raise ConfigError(f"{key}.timed: only a source of kind timed reads this section (kind is '{s.kind}')")
+            stype = sources.source_type(s.kind, f"{key}.kind")
+            _check_settings(stype, s, key)
+            stype.validate(s, key)
             if s.text_column is None and not s.keep_empty:
                 raise ConfigError(f"{key}.text_column: null (no labels) needs keep_empty: true")
             for j, f in enumerate(s.filters):
@@ -130,6 +137,78 @@ class ShardRecipe:
             raise ConfigError(f"workers: must be >= 0, got {self.workers}")
 
 
+def _check_settings(stype, src: Source, key: str) -> None:
+    if src.settings is None:
+        return
+    if not stype.section:
+        raise ConfigError(f"{key}: kind '{src.kind}' has no settings section, got {type(src.settings).__name__}")
+    if not isinstance(src.settings, stype.settings_class):
+        raise ConfigError(
+            f"{key}.{stype.section}: expected {stype.settings_class.__name__}, got {type(src.settings).__name__}"
+        )
+
+
+def _sections() -> dict[str, sources.SourceType]:
+    """section key -> the type that reads it, for every registered type with one."""
+    out = {}
+    for t in sources.types():
+        if t.section:
+            if t.section in {f.name for f in dataclasses.fields(Source)}:
+                raise ConfigError(f"source kind '{t.kind}': its section '{t.section}' is a key every source has")
+            out[t.section] = t
+    return out
+
+
+def _take_sections(tree: dict) -> list[tuple[int, str, Any]]:
+    """Take each source's own section out of the raw recipe (in place): [(i, section, raw value)].
+    A section of another kind is an error naming it; a null one is left out (as if absent)."""
+    raw = tree.get("sources") if isinstance(tree, dict) else None
+    if not isinstance(raw, list):
+        return []  # build() names what is wrong with it
+    by_key, taken = _sections(), []
+    for i, src in enumerate(raw):
+        if not isinstance(src, dict) or not isinstance(src.get("kind"), str):
+            continue
+        key = f"sources[{i}]"
+        if "settings" in src:
+            raise ConfigError(f"unknown key '{key}.settings' (a kind's settings go under its own key, e.g. synthetic:)")
+        own = sources.source_type(src["kind"], f"{key}.kind").section
+        for section, stype in by_key.items():
+            if section not in src:
+                continue
+            value = src.pop(section)
+            if section == own:
+                taken.append((i, section, value))
+            elif value is not None:
+                raise ConfigError(
+                    f"{key}.{section}: only a source of kind {stype.kind} reads this section (kind is '{src['kind']}')"
+                )
+    return taken
+
+
+def build_recipe(tree: dict, origin: dict | None = None) -> ShardRecipe:
+    """A ShardRecipe from a raw mapping (a recipe file's tree, or recipe_dict's output), not yet validated."""
+    tree = copy.deepcopy(tree)  # the sections are taken out of it
+    taken = _take_sections(tree)
+    recipe = build(ShardRecipe, tree, origin)
+    for i, section, value in taken:
+        stype = sources.source_type(recipe.sources[i].kind)
+        if value is not None:
+            recipe.sources[i].settings = build(stype.settings_class, value, origin, f"sources[{i}].{section}")
+    return recipe
+
+
+def recipe_dict(recipe: ShardRecipe) -> dict:
+    """The recipe as a plain mapping, each source's settings under its section's key (build_recipe's input)."""
+    d = dataclasses.asdict(recipe)
+    for s, src in zip(d["sources"], recipe.sources):
+        s.pop("settings")
+        stype = sources.source_type(src.kind)
+        if stype.section:
+            s[stype.section] = dataclasses.asdict(stype.settings(src))
+    return d
+
+
 def resolve_recipe_path(name_or_path: str | Path) -> Path:
     """A recipe file path, or a recipe name looked up in shards/ (cwd first, then the repo's)."""
     return find_recipe(str(name_or_path), [Path.cwd() / "shards", SHARD_RECIPES])
@@ -138,18 +217,39 @@ def resolve_recipe_path(name_or_path: str | Path) -> Path:
 def load_recipe(name_or_path: str | Path, overrides: list[str] | tuple = ()) -> tuple[ShardRecipe, Path]:
     path = resolve_recipe_path(name_or_path)
     tree, origin = load_tree(path, None, overrides)
-    recipe = build(ShardRecipe, tree, origin)
+    recipe = build_recipe(tree, origin)
     if recipe.name is None:
         recipe.name = path.stem
     recipe.validate()
     return recipe, path
 
 
+# Before kinds brought their own sections, every source held the demo corpus's `synthetic:` section
+# and hashed its defaults, whatever its kind. A source whose kind reads another section, or none,
+# still hashes these frozen values: sets built before keep their fingerprint (no rebuild), and
+# the demo's defaults may change without touching other kinds' hashes.
+_LEGACY_SECTION = "synthetic"
+_LEGACY_DEFAULTS = {
+    "corpus": "grammar",
+    "eval": 40,
+    "pitches": [35, 50, 65],
+    "random_share": 0.5,
+    "random_test": 0,
+    "seed": 0,
+    "silence_seconds": 0.0,
+    "speeds": [140, 160, 180],
+    "test": 40,
+    "train": 400,
+    "unseen_test": 0,
+    "vocabulary": 0,
+    "voices": ["en-us", "en-us+f3", "en-gb+m3", "en-gb-x-rp+f2", "en-gb-scotland", "en-029+m5"],
+}
+
+
 def fingerprint(recipe: ShardRecipe) -> str:
     """Hash of everything that decides the output bytes (the worker count does not)."""
-    d = dataclasses.asdict(recipe)
+    d = recipe_dict(recipe)
     d.pop("workers")
     for s in d["sources"]:
-        if s.get("timed") is None:
-            s.pop("timed", None)
+        s.setdefault(_LEGACY_SECTION, _LEGACY_DEFAULTS)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()

@@ -7,8 +7,8 @@ eval set.
 
 from __future__ import annotations
 
+from speechlm import by_part, wer
 from speechlm import eval as ev
-from speechlm import listening, wer
 
 
 def transcribe_eval(model, cfg) -> tuple[dict[str, float], str]:
@@ -23,9 +23,9 @@ def transcribe_eval(model, cfg) -> tuple[dict[str, float], str]:
         rows += res["rows"]
         capped += res["capped"]
         loops += res["loops_truncated"]
-    parts = listening.score_parts(rows, split)
-    scores = listening.metrics(parts)
-    if not parts:  # not the built-in corpora: one WER over everything
+    parts = by_part.score(rows, split)
+    scores = by_part.metrics(parts)
+    if not parts:  # no clip's id names a part: one WER over everything
         scores["eval/wer"] = wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])["wer"]
     scores.update({"eval/capped": capped, "eval/loops_truncated": loops})
     line = ", ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in scores.items())

@@ -1,9 +1,11 @@
 """What a data source type is, and the registry of types by `kind`.
 
-A source type (one file under speechlm/shard/sources/) owns everything that differs between kinds
-of input: which recipe fields it needs (`validate`), its splits, its units and their rows (the
-first pass: text only, so listing stays cheap), how a worker fetches one row's audio, and the
-planner's size estimate. It registers itself with one line: `register(MyType())`.
+A source type (one file under speechlm/shard/sources/, or a plug-in's: speechlm.plugins) owns
+everything that differs between kinds of input: which recipe fields it needs (`validate`), its own
+settings section, if any (`section` names the recipe key, `settings_class` the dataclass it builds
+into: the demo's `synthetic:`), its splits, its units and their rows (the first pass: text only, so
+listing stays cheap), how a worker fetches one row's audio, and the planner's size estimate. It is
+registered with one line: `register(MyType())`. Looking a kind up loads the plug-ins first.
 
 A unit is one input file of a split (a streamed parquet data file, a manifest file, a LibriSpeech
 sub-folder, a map-mode dataset split, the synthetic split): what one build task reads, and the
@@ -13,8 +15,11 @@ whatever the type's `fetch` needs, and must be JSON-serializable (it is staged i
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from speechlm import plugins
 from speechlm.config import ConfigError
 
 SPLITS = ("train", "eval", "test")
@@ -25,6 +30,10 @@ class SourceType:
     needs_path = False  # `path` is required
     has_columns = False  # rows carry columns that `filters` can test
     streamable = False  # `stream` means something for this kind
+    # the kind's own recipe section (`sources[i].<section>`, built into `settings_class`, held as
+    # `Source.settings`); "" for a kind that has none
+    section: str = ""
+    settings_class: type | None = None
 
     def validate(self, src, key: str) -> None:
         """Type-specific recipe checks (ConfigError naming `key.field`); the common ones are in schema."""
@@ -41,6 +50,12 @@ class SourceType:
             raise ConfigError(f"{key}.stream: only an hf source streams (kind is '{self.kind}')")
         if src.filters and not self.has_columns:
             raise ConfigError(f"{key}.filters: kind '{self.kind}' has no columns to filter on")
+
+    def settings(self, src):
+        """The source's own settings: its section as the recipe gave it, else the defaults."""
+        if not self.section:
+            return None
+        return src.settings if src.settings is not None else self.settings_class()
 
     def check(self, src, key: str) -> None:
         """Before listing: what the build needs on this machine (a tool, credentials)."""
@@ -71,11 +86,14 @@ _TYPES: dict[str, SourceType] = {}
 def register(stype: SourceType) -> SourceType:
     if not stype.kind:
         raise ValueError(f"{type(stype).__name__}: a source type needs a kind")
+    if bool(stype.section) != dataclasses.is_dataclass(stype.settings_class):
+        raise ValueError(f"{type(stype).__name__}: a settings section needs `section` and a dataclass `settings_class`")
     _TYPES[stype.kind] = stype
     return stype
 
 
 def source_type(kind: str, key: str = "kind") -> SourceType:
+    plugins.load()
     try:
         return _TYPES[kind]
     except KeyError:
@@ -88,7 +106,14 @@ def of(src) -> SourceType:
 
 
 def kinds() -> list[str]:
+    plugins.load()
     return sorted(_TYPES)
+
+
+def types() -> list[SourceType]:
+    """Every registered type, the plug-ins' too, by kind."""
+    plugins.load()
+    return [_TYPES[k] for k in sorted(_TYPES)]
 
 
 def fields(record: dict, src) -> dict:

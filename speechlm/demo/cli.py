@@ -27,8 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-from speechlm import listening, pretrained, report, shard
+from speechlm import by_part, pretrained, report, shard
 from speechlm.config import REPO_ROOT, ConfigError, cli_errors, load
+from speechlm.demo import listening
 
 EXAMPLES = """examples:
   speechlm demo                                     # what `make demo` runs (about 15 min on 2 CPU cores)
@@ -159,7 +160,7 @@ def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
 
     model = load_model(str(run_dir / "final" if (run_dir / "final").is_dir() else run_dir))
     result = evaluate(model, str(shards), split=args.eval_split, batch_size=16)
-    parts = listening.score_parts(result["rows"], args.eval_split)
+    parts = by_part.score(result["rows"], args.eval_split)
     times["eval"] = time.perf_counter() - t
     t = time.perf_counter()
     timing = word_times(model, run_dir, args.timed, shards, args.eval_split)

@@ -1,6 +1,6 @@
 """The built-in corpora of a `kind: synthetic` source, by its `synthetic.corpus`: the grammar
-sentences (speechlm.shard.synthetic), the listening corpus (speechlm.shard.corpus) or non-speech
-clips (speechlm.shard.nonspeech)."""
+sentences (speechlm.demo.grammar), the listening corpus (speechlm.demo.corpus) or non-speech
+clips (speechlm.demo.nonspeech)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import random
 import numpy as np
 
 from speechlm import audio
-from speechlm.shard import corpus, nonspeech, synthetic
+from speechlm.demo import corpus, grammar, nonspeech
 
-MODULES = {"grammar": synthetic, "listen": corpus, "nonspeech": nonspeech}
+MODULES = {"grammar": grammar, "listen": corpus, "nonspeech": nonspeech}
 
 
 def rows(cfg, split: str) -> list[tuple[str, str, tuple]]:
@@ -32,4 +32,4 @@ def synthesize(spec: tuple) -> np.ndarray:
         wave = synthesize(inner)
         sr = audio.SAMPLE_RATE
         return np.concatenate([np.zeros(int(before * sr), wave.dtype), wave, np.zeros(int(after * sr), wave.dtype)])
-    return nonspeech.synthesize(spec) if spec[0] == "nonspeech" else synthetic.synthesize(spec)
+    return nonspeech.synthesize(spec) if spec[0] == "nonspeech" else grammar.synthesize(spec)

@@ -10,8 +10,8 @@ in seconds (k / 16000, kept to 7 decimals: exact) beside `"text"`, which is the 
 spaces (the first capitalized, a full stop after the last: the demo's label style).
 
 Word pools (`pools`), one per clip in turn and named in the clip id ("test-common-00003"):
-- `common`: faker's English word list (MIT; speechlm.shard.corpus.word_list), homophones left out;
-- `demo`: the built-in grammar's 52 words (speechlm.shard.synthetic.VOCABULARY).
+- `common`: faker's English word list (MIT; speechlm.demo.corpus.word_list), homophones left out;
+- `demo`: the built-in grammar's 52 words (speechlm.demo.grammar.VOCABULARY).
 A clip's words are distinct (so matching a transcript to them is unambiguous), 4-10 by default.
 Everything is a function of the seed; espeak-ng renders the same input to the same samples.
 """
@@ -27,7 +27,7 @@ import numpy as np
 
 from speechlm.audio import SAMPLE_RATE, AudioError
 from speechlm.config import ConfigError
-from speechlm.shard import corpus, synthetic
+from speechlm.demo import corpus, grammar
 
 POOLS = ("common", "demo")
 TIME_DECIMALS = 7  # k / 16000 s has at most 7 decimals: the stored times are exact
@@ -64,8 +64,8 @@ def validate(cfg: TimedConfig, key: str) -> None:
         raise ConfigError(f"{key}.pools: expected a non-empty list of {', '.join(POOLS)}, got {cfg.pools!r}")
     if not 1 <= cfg.min_words <= cfg.max_words:
         raise ConfigError(f"{key}.min_words: need 1 <= min_words <= max_words, got {cfg.min_words} and {cfg.max_words}")
-    if cfg.max_words > len(synthetic.VOCABULARY) and "demo" in cfg.pools:
-        raise ConfigError(f"{key}.max_words: the demo pool has {len(synthetic.VOCABULARY)} words, got {cfg.max_words}")
+    if cfg.max_words > len(grammar.VOCABULARY) and "demo" in cfg.pools:
+        raise ConfigError(f"{key}.max_words: the demo pool has {len(grammar.VOCABULARY)} words, got {cfg.max_words}")
     for name in ("gap_ms", "edge_ms"):
         r = getattr(cfg, name)
         if len(r) != 2 or not 0 <= r[0] <= r[1]:
@@ -88,7 +88,7 @@ def check_espeak(voices: list[str], key: str) -> None:
 
 def pool_words(pool: str) -> list[str]:
     if pool == "demo":
-        return list(synthetic.VOCABULARY)
+        return list(grammar.VOCABULARY)
     return sorted({w for w in corpus.word_list() if w.isalpha() and w not in corpus.HOMOPHONES})
 
 
@@ -141,7 +141,7 @@ def synthesize(ref: dict) -> tuple[np.ndarray, list[dict]]:
     silences = [ref["edges"][0], *ref["gaps"], ref["edges"][1]]
     for k, (word, label) in enumerate(zip(ref["words"], ref["labels"])):
         gap = np.zeros(int(round(silences[k] * SAMPLE_RATE)), np.float32)
-        wave = trim(synthetic.synthesize((word, ref["voice"], ref["speed"], ref["pitch"])), ref["trim_db"])
+        wave = trim(grammar.synthesize((word, ref["voice"], ref["speed"], ref["pitch"])), ref["trim_db"])
         pos += len(gap)
         words.append(
             {

@@ -1,15 +1,15 @@
 """The listening corpus: speech a language model cannot predict, so a model must hear it.
 
-Training clips are random orders of a vocabulary (the 52 grammar words of speechlm.shard.synthetic
+Training clips are random orders of a vocabulary (the 52 grammar words of speechlm.demo.grammar
 plus `vocabulary` words drawn from faker's English word list) and sentences of the grammar's 15
 shapes. The test split comes in three speech parts, named in the clip ids:
 
 - `seen`: sentences of shapes the training grammar never makes (TEST_TEMPLATES), training words only;
-- `unseen`: sentences that each hold a word never heard in training (synthetic.HELD_OUT);
+- `unseen`: sentences that each hold a word never heard in training (speechlm.demo.grammar.HELD_OUT);
 - `random`: new random orders of training words, where the language model's prior is no help.
 
 The eval split has the same parts (fewer clips). Non-speech clips (silence, noise, tones, clicks)
-with empty labels are speechlm.shard.nonspeech, a source of their own so that `keep_empty` is set
+with empty labels are speechlm.demo.nonspeech, a source of their own so that `keep_empty` is set
 for them alone. Everything is a function of the seed; no test or eval text occurs in train.
 
 Word source: faker (MIT licence), `faker.providers.lorem.en_US.Provider.word_list`, 971 common
@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 
 from speechlm.config import ConfigError
-from speechlm.shard import synthetic
+from speechlm.demo import grammar
 
 WORD_SOURCE = "faker.providers.lorem.en_US.Provider.word_list (faker, MIT licence)"
 # espeak-ng speaks each group the same (checked with `espeak-ng -x` over the whole list): a random
@@ -73,10 +73,10 @@ def word_list() -> list[str]:
 def vocabulary(extra: int, seed: int) -> list[str]:
     """The training vocabulary: the grammar's words plus `extra` words drawn (seeded) from the word
     list, leaving out homophones and the held-out words of the unseen part."""
-    grammar = set(synthetic.VOCABULARY)
-    lower = {w.lower() for w in grammar | synthetic.HELD_OUT_WORDS}
+    known = set(grammar.VOCABULARY)
+    lower = {w.lower() for w in known | grammar.HELD_OUT_WORDS}
     pool = [w for w in word_list() if w not in HOMOPHONES and w.lower() not in lower]
-    clash = {w for g in HOMOPHONE_GROUPS if grammar & set(g) for w in g} - grammar  # "sea" beside "see"
+    clash = {w for g in HOMOPHONE_GROUPS if known & set(g) for w in g} - known  # "sea" beside "see"
     if not 0 <= extra <= len(pool) - len(clash):
         raise ConfigError(
             f"synthetic.vocabulary: must be between 0 and {len(pool) - len(clash)} (the word list's "
@@ -85,7 +85,7 @@ def vocabulary(extra: int, seed: int) -> list[str]:
     rng = random.Random(f"{seed}-vocabulary")
     drawn = [w for w in rng.sample(pool, extra) if w not in clash]
     drawn += rng.sample([w for w in pool if w not in clash and w not in drawn], extra - len(drawn))
-    return sorted(grammar) + sorted(drawn)
+    return sorted(known) + sorted(drawn)
 
 
 def random_sequence(rng: random.Random, words: list[str]) -> str:
@@ -94,15 +94,15 @@ def random_sequence(rng: random.Random, words: list[str]) -> str:
 
 def _test_sentence(rng: random.Random) -> str:
     pools = {
-        "N": synthetic.NAMES,
-        "P": synthetic.PLACES,
-        "n": synthetic.NOUNS,
-        "a": synthetic.ADJECTIVES,
-        "v": synthetic.VERBS,
+        "N": grammar.NAMES,
+        "P": grammar.PLACES,
+        "n": grammar.NOUNS,
+        "a": grammar.ADJECTIVES,
+        "v": grammar.VERBS,
     }
     n, m, k = rng.sample(pools["N"], 3)
     noun, other = rng.sample(pools["n"], 2)
-    t = rng.choice(synthetic.TIMES)
+    t = rng.choice(grammar.TIMES)
     return rng.choice(TEST_TEMPLATES).format(
         N=n,
         M=m,
@@ -146,7 +146,7 @@ def texts(cfg) -> dict[str, list[tuple[str, str]]]:
         rows = [("seen", s) for s in _distinct(lambda: _test_sentence(rng), n_seen, taken, "test-shape sentences")]
         rows += [
             ("unseen", s)
-            for s in synthetic.sentences({"test": n_unseen}, f"{cfg.seed}-{split}", n_unseen)["test"]
+            for s in grammar.sentences({"test": n_unseen}, f"{cfg.seed}-{split}", n_unseen)["test"]
             if s not in taken
         ]
         rows += [
@@ -157,8 +157,8 @@ def texts(cfg) -> dict[str, list[tuple[str, str]]]:
     n_random = round(cfg.train * cfg.random_share)
     seqs = _distinct(lambda: random_sequence(rng, words), n_random, taken, "random sequences")
     taken.update(seqs)
-    grammar = _distinct(lambda: synthetic._sentence(rng), cfg.train - n_random, taken, "grammar sentences")
-    mixed = [("train", s) for s in seqs + grammar]
+    said = _distinct(lambda: grammar._sentence(rng), cfg.train - n_random, taken, "grammar sentences")
+    mixed = [("train", s) for s in seqs + said]
     rng.shuffle(mixed)
     out["train"] = mixed
     return out

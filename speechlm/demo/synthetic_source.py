@@ -1,20 +1,24 @@
-"""kind: synthetic, the built-in espeak-ng corpus (speechlm.shard.synthetic): no files, no splits
-to name; the split sizes, voices and seed are the source's `synthetic:` section."""
+"""kind: synthetic, the built-in espeak-ng corpora (speechlm.demo.builtin): no files, no splits
+to name; the split sizes, voices and seed are the source's `synthetic:` section (SyntheticConfig).
+Registered by the demo's plug-in (speechlm.demo.plugin)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from speechlm.config import ConfigError
-from speechlm.shard import builtin, synthetic
-from speechlm.shard.sources.base import SPLITS, SourceType, register
+from speechlm.demo import builtin, grammar
+from speechlm.demo.grammar import SyntheticConfig
+from speechlm.shard.sources.base import SPLITS, SourceType
 
 
 class Synthetic(SourceType):
     kind = "synthetic"
+    section = "synthetic"
+    settings_class = SyntheticConfig
 
     def validate(self, src, key: str) -> None:
-        s = src.synthetic
+        s = self.settings(src)
         if not 0 <= s.unseen_test <= s.test:
             raise ConfigError(
                 f"{key}.synthetic.unseen_test: must be between 0 and {key}.synthetic.test "
@@ -40,19 +44,16 @@ class Synthetic(SourceType):
             raise ConfigError(f"{key}.filters: kind '{self.kind}' has no columns to filter on")
 
     def check(self, src, key: str) -> None:
-        synthetic.check_espeak(src.synthetic.voices, key)
+        grammar.check_espeak(self.settings(src).voices, key)
 
     def splits(self, src) -> list[str]:
-        return [s for s in SPLITS if getattr(src.synthetic, s) > 0]
+        return [s for s in SPLITS if getattr(self.settings(src), s) > 0]
 
     def list_units(self, src, split: str, key: str) -> list[dict]:
-        return [{"label": "synthetic", "rows": [(o, t, r, {}) for o, t, r in builtin.rows(src.synthetic, split)]}]
+        return [{"label": "synthetic", "rows": [(o, t, r, {}) for o, t, r in builtin.rows(self.settings(src), split)]}]
 
     def fetch(self, src, ref) -> np.ndarray:
         return builtin.synthesize(ref)
 
     def estimate_bytes(self, src: dict) -> int | None:
         return 0  # made on this machine: nothing to download
-
-
-register(Synthetic())

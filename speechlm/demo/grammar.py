@@ -38,8 +38,8 @@ class SyntheticConfig:
     pitches: list[int] = field(default_factory=lambda: [35, 50, 65])
     seed: int = 0
     # grammar: the sentences above; listen: random word orders and sentences, test split in parts
-    # (speechlm.shard.corpus); nonspeech: silence, noise, tones and clicks with empty labels
-    # (speechlm.shard.nonspeech; the source needs keep_empty: true)
+    # (speechlm.demo.corpus); nonspeech: silence, noise, tones and clicks with empty labels
+    # (speechlm.demo.nonspeech; the source needs keep_empty: true)
     corpus: Literal["grammar", "listen", "nonspeech"] = "grammar"
     vocabulary: int = 0  # listen: words from faker's English list added to the grammar's 52
     random_share: float = 0.5  # listen: share of training clips that are random word orders
@@ -88,17 +88,6 @@ TEMPLATES = [
 _FIXED = {"the", "a", "and", "went", "to", "is", "in", "did", "see", "near"}
 VOCABULARY = sorted(set(NAMES + PLACES + NOUNS + ADJECTIVES + VERBS + TIMES) | _FIXED)
 HELD_OUT_WORDS = frozenset(w for ws in HELD_OUT.values() for w in ws)
-HALVES = ("seen", "unseen")  # the two halves of the test split, named in the clip ids
-# the parts of the listening corpus's test and eval splits (speechlm.shard.corpus, .nonspeech)
-PARTS = ("seen", "unseen", "random", "nonspeech")
-
-
-def half_of(clip_id: str, split: str = "test") -> str | None:
-    """The part of a test (or eval) clip of the built-in corpora, from its id; None for other clips."""
-    for h in PARTS:
-        if f"{split}-{h}-" in clip_id:
-            return h
-    return None
 
 
 def _sentence(rng: random.Random, held_out: bool = False) -> str:
@@ -166,7 +155,7 @@ def rows(cfg, split: str) -> list[tuple[str, str, tuple]]:
     rng = random.Random(f"{cfg.seed}-{split}-voices")
     out = []
     for i, text in enumerate(texts):
-        # test ids name their half ("test-seen-00003", "test-unseen-00001") so WER can be split
+        # test ids name their half ("test-seen-00003", "test-unseen-00001"): a part (speechlm.by_part)
         half = "unseen" if has_unseen_word(text) else "seen"
         name = f"{split}-{half}" if split == "test" and cfg.unseen_test else split
         spec = (text, rng.choice(cfg.voices), rng.choice(cfg.speeds), rng.choice(cfg.pitches))
