@@ -47,7 +47,7 @@ def main() -> None:
 
     from speechlm.config import Config, ModelConfig
     from speechlm.model import align, build_model
-    from speechlm.shard import synthetic
+    from speechlm.demo import grammar
 
     cfg = ModelConfig(
         audio_model_id=args.encoder,
@@ -58,8 +58,8 @@ def main() -> None:
         lora_alpha=8,
     )
     model = build_model(Config(model=cfg))
-    refs = synthetic.sentences({"test": args.clips}, seed=0)["test"]
-    waves = [synthetic.synthesize((t, "en-us", 160, 50)) for t in refs]
+    refs = grammar.sentences({"test": args.clips}, seed=0)["test"]
+    waves = [grammar.synthesize((t, "en-us", 160, 50)) for t in refs]
     frame_s = align.frame_seconds(model.family, args.stride)
     rows = {"transcribe": 0.0, "align (hyp)": 0.0, "align (ref)": 0.0, "posteriors+align (ref)": 0.0}
     placed = total = 0

@@ -30,7 +30,7 @@ speaker), and for each `--thresholds` value how many pauses between sentences ge
 how many cuts fall inside a sentence's speech, and how much speech is left out as silence (lost).
 
 `--parts`: the whole test split of the built-in corpus (speech parts and non-speech clips, one clip at
-a time as `speechlm.eval` takes them) scored per part (`speechlm.listening`) with each strategy, the
+a time as `speechlm.eval` takes them) scored per part (`speechlm.by_part`) with each strategy, the
 default cut's effect on ordinary evaluation.
 """
 
@@ -197,14 +197,14 @@ def main(argv=None):
             Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
         return
     if args.parts:
-        from speechlm import listening
+        from speechlm import by_part
         from speechlm.eval import evaluate, load_model
 
         model, rows = load_model(args.model), []
         for strategy in args.strategies or longform.STRATEGIES:
             res = evaluate(model, args.data, split="test", batch_size=16, strategy=strategy)
-            parts = listening.score_parts(res["rows"], "test")
-            rows.append({"strategy": strategy, **{p: listening.metrics({p: r}, "test") for p, r in parts.items()}})
+            parts = by_part.score(res["rows"], "test")
+            rows.append({"strategy": strategy, **{p: by_part.metrics({p: r}, "test") for p, r in parts.items()}})
             print(json.dumps(rows[-1]), flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")

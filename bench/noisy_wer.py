@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from speechlm import listening, wer  # noqa: E402
+from speechlm import by_part, wer  # noqa: E402
 from speechlm.eval import condition, evaluate, load_model  # noqa: E402
 
 CONDITIONS = [("clean", None, False), ("20 dB", 20.0, False), ("10 dB", 10.0, False), ("5 dB", 5.0, False)]
@@ -29,7 +29,7 @@ SPEECH = ("seen", "unseen", "random")
 
 
 def score(rows: list[dict]) -> dict:
-    parts = listening.score_parts(rows, "test")
+    parts = by_part.score(rows, "test")
     speech = [r for r in rows if not r["id"].startswith("nonspeech")]
     out = {p: parts[p]["wer"] for p in SPEECH if p in parts}
     out["speech"] = wer.score([r["reference"] for r in speech], [r["hypothesis"] for r in speech])["wer"]

@@ -6,7 +6,7 @@ heads for tiny.en), on the same clips with true word times; and what the times c
     python bench/word_times.py -m outputs/demo/final [--data timed] [--speed-clips 64] [--threads 2]
 
 Boundary error: `shards/timed` (built first when missing: espeak-ng words spoken one by one and joined
-with measured silences, so each word's start and end are exact; speechlm/shard/timed.py), words matched
+with measured silences, so each word's start and end are exact; speechlm/demo/timed.py), words matched
 by jiwer's alignment of normalized words (speechlm.boundaries). Rows split by the clip's word pool
 (common English words / the demo corpus's words). Speed: RTFx (audio seconds per wall second) of
 `transcribe_waves` and `transcribe_timed` on the same clips, alternating, at each batch size.

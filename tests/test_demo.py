@@ -16,8 +16,9 @@ import pytest
 import soundfile as sf
 import yaml
 
-from speechlm import audio, demo, transcribe
+from speechlm import audio, transcribe
 from speechlm import eval as ev
+from speechlm.demo import cli as demo
 
 REPO = Path(__file__).resolve().parent.parent
 # the slow test's bounds: a margin above the measured run (docs/benchmarks.md, "The demo learns to listen")

@@ -1,5 +1,6 @@
-"""The package's import graph (ast, no imports run): no circles between modules, and every import of
-a speechlm module inside a function says why it is there (a heavy optional dependency, say)."""
+"""The package's import graph (ast, no imports run): no circles between modules, every import of
+a speechlm module inside a function says why it is there (a heavy optional dependency, say), and
+the core never imports the demo (speechlm/demo/ is a plug-in: speechlm.plugins)."""
 
 from __future__ import annotations
 
@@ -155,3 +156,64 @@ def test_the_modelling_layer_imports_nothing_of_loading_building_or_training():
                     continue
                 bad.append(f"{rel} imports {n}")
     assert not bad, "\n".join(bad)
+
+
+DEMO = "speechlm.demo"
+
+
+def demo_imports(source: str, module: str, is_pkg: bool = False) -> list[tuple[int, str]]:
+    """(line, name) of each import in `source` (module `module`) that names speechlm.demo or a module
+    in it, in any form: `import speechlm.demo.x`, `from speechlm import demo`, `from speechlm.demo.x
+    import y`, relative imports resolved; at module level or inside a function alike."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                here = module.split(".") if is_pkg else module.split(".")[:-1]
+                here = here[: len(here) - (node.level - 1)]
+                base = ".".join(here + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for n in names:
+            if n == DEMO or n.startswith(DEMO + "."):
+                out.append((node.lineno, n))
+                break
+    return sorted(out)
+
+
+def test_demo_import_finder_finds_every_form():
+    src = (
+        "import speechlm.demo.cli\n"
+        "from speechlm import demo, wer\n"
+        "from speechlm.demo.grammar import VOCABULARY\n"
+        "from ..demo import corpus\n"
+        "from speechlm import democracy, wer\n"  # a name that only starts like it
+        "import speechlm.wer\n"
+        "def f():\n"
+        "    from speechlm.demo import plugin  # inside a function counts too\n"
+        "    import speechlm.demonstration\n"
+    )
+    assert demo_imports(src, "speechlm.shard.schema") == [
+        (1, "speechlm.demo.cli"),
+        (2, "speechlm.demo"),
+        (3, "speechlm.demo.grammar"),
+        (4, "speechlm.demo"),
+        (8, "speechlm.demo"),
+    ]
+    assert demo_imports("from . import grammar\n", "speechlm.demo", is_pkg=True) == [(1, "speechlm.demo")]
+    assert demo_imports("from .sources import base\n", "speechlm.shard", is_pkg=True) == []
+
+
+def test_the_core_never_imports_the_demo():
+    """speechlm/demo/ plugs in through its entry point; no module outside it imports it."""
+    bad = []
+    for m, path in sorted(_modules().items()):
+        if m == DEMO or m.startswith(DEMO + "."):
+            continue
+        for line, name in demo_imports(path.read_text(), m, path.name == "__init__.py"):
+            bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {name}")
+    assert not bad, "the core imports the demo (register through speechlm.plugins instead):\n" + "\n".join(bad)
