@@ -46,8 +46,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from speechlm.config import Config, ModelConfig
-    from speechlm.model import align, build_model
     from speechlm.demo import grammar
+    from speechlm.model import align, build_model
 
     cfg = ModelConfig(
         audio_model_id=args.encoder,

@@ -52,8 +52,8 @@ def build_shards(out: Path) -> None:
     recipe, _ = load_recipe("synthetic")
     recipe.name = "synthetic"
     for split, n in {"train": 64, "eval": 16, "test": 8}.items():
-        setattr(recipe.sources[0].synthetic, split, n)
-    recipe.sources[0].synthetic.unseen_test = 4
+        setattr(recipe.sources[0].settings, split, n)
+    recipe.sources[0].settings.unseen_test = 4
     recipe.output.shard_clips = 8
     recipe.output.work_chunk = 16
     build(recipe, out, workers=1)

@@ -136,8 +136,8 @@ def prepare(work: Path, a) -> dict:
     recipe, _ = load_recipe("synthetic")
     recipe.name = "synthetic"
     for split, n in SHARD_SIZES.items():
-        setattr(recipe.sources[0].synthetic, split, n)
-    recipe.sources[0].synthetic.unseen_test = SHARD_SIZES["test"] // 2
+        setattr(recipe.sources[0].settings, split, n)
+    recipe.sources[0].settings.unseen_test = SHARD_SIZES["test"] // 2
     recipe.output.shard_clips = 4
     recipe.output.work_chunk = 4
     build(recipe, work / "shards", workers=1)

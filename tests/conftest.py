@@ -85,8 +85,8 @@ def small_synthetic_recipe():
     recipe, _ = load_recipe("synthetic")
     recipe.name = "synthetic"
     for split, n in SYNTHETIC_SIZES.items():
-        setattr(recipe.sources[0].synthetic, split, n)
-    recipe.sources[0].synthetic.unseen_test = SYNTHETIC_SIZES["test"] // 2  # both halves, as shipped
+        setattr(recipe.sources[0].settings, split, n)
+    recipe.sources[0].settings.unseen_test = SYNTHETIC_SIZES["test"] // 2  # both halves, as shipped
     recipe.output.shard_clips = SYNTHETIC_SHARD_CLIPS
     recipe.output.work_chunk = 16
     return recipe

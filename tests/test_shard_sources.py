@@ -4,6 +4,7 @@ and the known kinds (the plug-ins' too); the shipped recipes keep their fingerpr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,11 @@ def test_a_kind_reads_its_own_section_and_errors_name_its_keys(tmp_path):
     d = recipe_dict(recipe)
     assert d["sources"][0]["chirps"] == {"seconds": 1.5, "low": 200} and "settings" not in d["sources"][0]
     assert build_recipe(json.loads(json.dumps(d))).sources[0].settings == recipe.sources[0].settings
+    # a recipe written out whole (dataclasses.asdict: settings null) or by an older speechlm (every
+    # source held the synthetic section's defaults, and timed: null) still reads
+    synthetic_defaults = dataclasses.asdict(sources.source_type("synthetic").settings_class())
+    old = {**d, "sources": [{**d["sources"][0], "settings": None, "synthetic": synthetic_defaults, "timed": None}]}
+    assert build_recipe(old).sources[0].settings == recipe.sources[0].settings
     out = build(recipe, tmp_path / "out", workers=1)
     man = json.loads((out / "manifest.json").read_text())
     assert man["recipe"]["sources"][0]["chirps"]["seconds"] == 1.5

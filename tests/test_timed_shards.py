@@ -11,8 +11,8 @@ import pytest
 from speechlm import audio
 from speechlm.config import ConfigError, DataSet
 from speechlm.data import Clips, EvalLoader
-from speechlm.shard import build, load_recipe
 from speechlm.demo.timed import TimedConfig
+from speechlm.shard import build, load_recipe
 
 SR = audio.SAMPLE_RATE
 

@@ -161,7 +161,8 @@ def _sections() -> dict[str, sources.SourceType]:
 
 def _take_sections(tree: dict) -> list[tuple[int, str, Any]]:
     """Take each source's own section out of the raw recipe (in place): [(i, section, raw value)].
-    A section of another kind is an error naming it; a null one is left out (as if absent)."""
+    A section of another kind is an error naming it, unless null or that kind's defaults (a recipe
+    written out whole before kinds had their own sections holds the demo's in every source)."""
     raw = tree.get("sources") if isinstance(tree, dict) else None
     if not isinstance(raw, list):
         return []  # build() names what is wrong with it
@@ -170,7 +171,7 @@ def _take_sections(tree: dict) -> list[tuple[int, str, Any]]:
         if not isinstance(src, dict) or not isinstance(src.get("kind"), str):
             continue
         key = f"sources[{i}]"
-        if "settings" in src:
+        if src.pop("settings", None) is not None:
             raise ConfigError(f"unknown key '{key}.settings' (a kind's settings go under its own key, e.g. synthetic:)")
         own = sources.source_type(src["kind"], f"{key}.kind").section
         for section, stype in by_key.items():
@@ -179,7 +180,7 @@ def _take_sections(tree: dict) -> list[tuple[int, str, Any]]:
             value = src.pop(section)
             if section == own:
                 taken.append((i, section, value))
-            elif value is not None:
+            elif value is not None and value != dataclasses.asdict(stype.settings_class()):
                 raise ConfigError(
                     f"{key}.{section}: only a source of kind {stype.kind} reads this section (kind is '{src['kind']}')"
                 )
