@@ -80,7 +80,8 @@ def test_unknown_kind_and_type_rules_are_config_errors():
     bad = ShardRecipe(sources=[Source(name="a", kind="nope", splits={"train": ["x"]})])
     # the known kinds: the core's, the demo plug-in's (loaded on lookup) and this file's
     known = "chirps, hf, librispeech, manifest, synthetic, timed, tones"
-    with pytest.raises(ConfigError, match=rf"sources\[0\]\.kind: unknown source kind 'nope' \(known: {known}\)"):
+    message = rf"sources\[0\]\.kind: unknown source kind 'nope' \(known: {known}; a plug-in's kinds need its package"
+    with pytest.raises(ConfigError, match=message):
         bad.validate()
     # the base type's rules apply to a plug-in too: splits required, no streaming, no columns to filter
     with pytest.raises(ConfigError, match=r"sources\[0\]\.splits: required for kind 'tones'"):

@@ -97,7 +97,10 @@ def source_type(kind: str, key: str = "kind") -> SourceType:
     try:
         return _TYPES[kind]
     except KeyError:
-        raise ConfigError(f"{key}: unknown source kind {kind!r} (known: {', '.join(sorted(_TYPES))})") from None
+        raise ConfigError(
+            f"{key}: unknown source kind {kind!r} (known: {', '.join(sorted(_TYPES))}; a plug-in's kinds need its "
+            f"package installed: `pip install -e .` in speechlm's checkout registers the demo's synthetic and timed)"
+        ) from None
 
 
 def of(src) -> SourceType:
