@@ -119,6 +119,7 @@ def test_a_kind_reads_its_own_section_and_errors_name_its_keys(tmp_path):
         ("chirps: {second: 1}", r"unknown key 'sources\[0\]\.chirps\.second'.*did you mean 'seconds'"),
         ("chirps: {low: loud}", r"sources\[0\]\.chirps\.low: expected int, got 'loud'"),
         ("synthetic: {test: 4}", r"sources\[0\]\.synthetic: only a source of kind synthetic .*kind is 'chirps'"),
+        ("chirps: 5", r"sources\[0\]\.chirps: expected ChirpSettings, got 5"),
         ("settings: {seconds: 1}", r"unknown key 'sources\[0\]\.settings'"),
         ("sparkles: {a: 1}", r"unknown key 'sources\[0\]\.sparkles'"),
     ]:

@@ -193,9 +193,11 @@ def build_recipe(tree: dict, origin: dict | None = None) -> ShardRecipe:
     taken = _take_sections(tree)
     recipe = build(ShardRecipe, tree, origin)
     for i, section, value in taken:
-        stype = sources.source_type(recipe.sources[i].kind)
+        cls, key = sources.source_type(recipe.sources[i].kind).settings_class, f"sources[{i}].{section}"
+        if value is not None and not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected {cls.__name__}, got {value!r}")
         if value is not None:
-            recipe.sources[i].settings = build(stype.settings_class, value, origin, f"sources[{i}].{section}")
+            recipe.sources[i].settings = build(cls, value, origin, key)
     return recipe
 
 
