@@ -71,6 +71,9 @@ def test_a_plugin_that_fails_to_import_is_named(monkeypatch, tmp_path):
 
 
 def test_plugins_load_once_and_may_look_up_kinds_while_they_import(monkeypatch, tmp_path):
+    from speechlm.shard.sources import base
+
+    monkeypatch.setattr(base, "_TYPES", dict(base._TYPES))  # the toy kind leaves with the test
     (tmp_path / "speechlm_test_toy_plugin.py").write_text(
         "import numpy as np\n"
         "from speechlm.shard import sources\n"
