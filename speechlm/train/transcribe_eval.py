@@ -7,7 +7,7 @@ eval set.
 
 from __future__ import annotations
 
-from speechlm import eval as ev
+from speechlm import inference as ev
 from speechlm import listening, wer
 
 
