@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import nospeechlm  # noqa: E402
 from model_helpers import batch, trained_looking, waves  # noqa: E402
 from speechlm.export import generate, write_export  # noqa: E402
-from speechlm.model import from_pretrained, save_pretrained  # noqa: E402
 from speechlm.inference import transcribe_files  # noqa: E402
+from speechlm.model import from_pretrained, save_pretrained  # noqa: E402
 
 LOAD_BOTH_WAYS = """
 import json, sys
