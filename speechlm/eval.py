@@ -30,6 +30,10 @@ import torch
 from speechlm import inference
 from speechlm.config import ConfigError, cli_errors
 
+# speechlm/demo.py (another branch's) still imports these three from here; once it imports them from
+# speechlm.inference, this line goes
+from speechlm.inference import dataset_clips, evaluate, load_model  # noqa: F401
+
 EXAMPLES = """examples:
   speechlm eval -m outputs/RUN -d loquacious_small -n 200            # a run dir means its latest checkpoint
   speechlm eval -m outputs/RUN/checkpoints/step-2000 -d shards/demo --split test --json
