@@ -35,7 +35,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from speechlm import eval as ev
+    from speechlm import inference as ev
     from speechlm.config import load
     from speechlm.data import Collator
     from speechlm.model import build_model

@@ -75,7 +75,7 @@ def main(argv=None):
     ap.add_argument("--noise-snr-db", type=float, default=5.0)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    from speechlm.eval import condition, evaluate, load_model
+    from speechlm.inference import condition, evaluate, load_model
 
     model = load_model(args.model)
     rows = []

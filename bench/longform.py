@@ -14,7 +14,7 @@ never in training; clips with an empty reference, non-speech, left out), concate
 pauses of 0.3-1.0 s (seeded), ~3 minutes (tests/test_longform_demo.py builds the same one from the
 demo's shards/demo). The baseline is
 the same sentences transcribed one by one; each long-form setting transcribes the whole recording
-(speechlm.longform.transcribe_long, windows batched). Reported per setting: WER of the recording
+(speechlm.inference.batching.transcribe_long, windows batched). Reported per setting: WER of the recording
 against the joined references, its ratio to the per-sentence WER, and its deletions and
 insertions beside the per-sentence ones (words dropped or repeated at seams show up there).
 The recognizer is a speechlm model (-m) or Whisper tiny.en's own generate (an ASR that needs no
@@ -85,7 +85,7 @@ def whisper_recognizer(model_id: str):
 def load_sentences(data: str) -> list[tuple[np.ndarray, str]]:
     """(16 kHz wave, reference) of a corpus's test split, non-speech clips (empty references) left out."""
     from speechlm import audio
-    from speechlm.eval import dataset_clips
+    from speechlm.inference import dataset_clips
 
     _, clips = dataset_clips(data, "test")
     return [(src if isinstance(src, np.ndarray) else audio.load(src), ref) for _, src, ref in clips if ref]
@@ -111,13 +111,14 @@ def cut_stats(data, thresholds, min_pause):
     condition and threshold: pauses between sentences with no cut (missed), cuts inside a sentence's
     speech, and seconds of speech in the ranges left out as silence (lost). A sentence's speech runs
     from its first to its last frame within 50 dB of its own loudest 5% (measured on the clean clip)."""
-    from speechlm import longform
+    from speechlm.inference import LongForm
+    from speechlm.inference.cut import frame_energy_db, segment_windows
 
     waves = [w for w, _ in data]
     gap = int(0.3 * SR)
     bounds, speech, pos = [], [], 0
     for w in waves:
-        e = longform._frame_energy_db(w)
+        e = frame_energy_db(w)
         loud = np.nonzero(e > np.percentile(e, 95) - 50)[0]
         bounds.append((pos, pos + len(w)))
         speech.append((pos + loud[0] * 160, pos + (loud[-1] + 1) * 160))
@@ -130,10 +131,11 @@ def cut_stats(data, thresholds, min_pause):
             x[a:b] = w * level * (10 ** (-quieter_db / 20) if i % 2 else 1.0)
         if noise_db is not None:
             x += (10 ** (noise_db / 20) * rng.standard_normal(len(x))).astype(np.float32)
-        loud_db = float(np.percentile(longform._frame_energy_db(x), 95))
+        loud_db = float(np.percentile(frame_energy_db(x), 95))
         for th in thresholds:
-            tiles = longform.segment_windows(x, 1e6, th, min_pause, keep_silent=True)  # no window limit: pauses only
-            kept = longform.segment_windows(x, 1e6, th, min_pause)
+            cut = LongForm(window_seconds=1e6, threshold_db=th, min_pause_seconds=min_pause)  # no window limit
+            tiles = segment_windows(x, cut, keep_silent=True)  # pauses only
+            kept = segment_windows(x, cut)
             cuts = [s for s, _ in tiles[1:]]
             inside = sum(lo < c < hi for lo, hi in speech for c in cuts)
             missed = sum(not any(hi <= c <= lo for c in cuts) for (_, hi), (lo, _) in zip(speech, speech[1:]))
@@ -157,7 +159,7 @@ def cut_stats(data, thresholds, min_pause):
 
 
 def main(argv=None):
-    from speechlm import longform
+    from speechlm.inference import longform
 
     ap = argparse.ArgumentParser()
     ap.add_argument("-m", "--model", default=None, help="a speechlm model (default: Whisper tiny.en)")
@@ -180,7 +182,7 @@ def main(argv=None):
     ap.add_argument(
         "--keep-after", type=float, nargs="+", default=[longform.KEEP_AFTER_SECONDS], help="silence kept after speech"
     )
-    ap.add_argument("--strategies", nargs="+", default=None, help="default: all (speechlm.longform.STRATEGIES)")
+    ap.add_argument("--strategies", nargs="+", default=None, help="default: all (speechlm.inference.STRATEGIES)")
     ap.add_argument("--singles-default", action="store_true", help="also: one by one through the default strategy")
     ap.add_argument("--cuts", action="store_true", help="no model: where the segments cuts fall (see above)")
     ap.add_argument("--parts", action="store_true", help="the test split's parts through speechlm.eval, per strategy")
@@ -189,6 +191,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     from speechlm import inference, wer
+    from speechlm.inference.batching import transcribe_long
+    from speechlm.inference.cut import windows
+    from speechlm.inference.longform import LongForm
 
     data = load_sentences(args.data)
     if args.cuts:
@@ -198,11 +203,12 @@ def main(argv=None):
         return
     if args.parts:
         from speechlm import by_part
-        from speechlm.eval import evaluate, load_model
 
-        model, rows = load_model(args.model), []
+        model, rows = inference.load_model(args.model), []
         for strategy in args.strategies or longform.STRATEGIES:
-            res = evaluate(model, args.data, split="test", batch_size=16, strategy=strategy)
+            res = inference.evaluate(
+                model, args.data, split="test", batch_size=16, long_form=LongForm(strategy=strategy)
+            )
             parts = by_part.score(res["rows"], "test")
             rows.append({"strategy": strategy, **{p: by_part.metrics({p: r}, "test") for p, r in parts.items()}})
             print(json.dumps(rows[-1]), flush=True)
@@ -211,9 +217,7 @@ def main(argv=None):
         return
     wave, reference, n = recording([w for w, _ in data], [r for _, r in data], args.minutes * 60)
     if args.model:
-        from speechlm.eval import load_model
-
-        model = load_model(args.model)
+        model = inference.load_model(args.model)
         transcribe, limit = model.transcribe, model.family.max_seconds or max(args.windows)
     else:
         transcribe, limit = whisper_recognizer(args.whisper)
@@ -236,7 +240,7 @@ def main(argv=None):
     print(json.dumps(rows[-1]), flush=True)
     default_window = min(args.segments_window or inference.WINDOW_SECONDS, limit)
     if args.singles_default:
-        texts = longform.transcribe_long(transcribe, [w for w, _ in data[:n]], default_window, batch_size=16)
+        texts = transcribe_long(transcribe, [w for w, _ in data[:n]], LongForm(window_seconds=default_window), 16)
         s = wer.score(refs, texts)
         rows.append(
             {
@@ -249,34 +253,36 @@ def main(argv=None):
             }
         )
         print(json.dumps(rows[-1]), flush=True)
-    settings = []  # (name, window, keyword arguments of transcribe_long)
+    settings = []  # (name, LongForm)
     for strategy in args.strategies or longform.STRATEGIES:
         if strategy == "segments":
             for th in args.thresholds:
                 for before, after in itertools.product(args.keep_before, args.keep_after):
                     for merge in args.merge:
-                        kw = {
-                            "threshold_db": th,
-                            "min_pause_seconds": args.min_pause,
-                            "merge_seconds": merge,
-                            "keep_before_seconds": before,
-                            "keep_after_seconds": after,
-                        }
+                        cut = LongForm(
+                            strategy=strategy,
+                            window_seconds=default_window,
+                            threshold_db=th,
+                            min_pause_seconds=args.min_pause,
+                            merge_seconds=merge,
+                            keep_before_seconds=before,
+                            keep_after_seconds=after,
+                        )
                         name = (
                             f"segments, merge {merge:g} s, {th:g} dB, pause >= {args.min_pause:g} s, "
                             f"keep {before:g} s before / {after:g} s after, window {default_window:g} s"
                         )
-                        settings.append((name, default_window, {"strategy": strategy, **kw}))
+                        settings.append((name, cut))
             continue
         for window in args.windows:
             if window > limit:
                 continue
             name = f"{strategy} {window:g} s" + (f" (overlap {args.overlap:g} s)" if strategy == "overlap" else "")
-            settings.append((name, window, {"strategy": strategy, "overlap_seconds": args.overlap}))
-    for name, window, kw in settings:
-        text = longform.transcribe_long(transcribe, [wave], window, batch_size=16, **kw)[0]
+            settings.append((name, LongForm(strategy=strategy, window_seconds=window, overlap_seconds=args.overlap)))
+    for name, cut in settings:
+        text = transcribe_long(transcribe, [wave], cut, batch_size=16)[0]
         s = wer.score([reference], [text])
-        spans = longform.windows(wave, window_seconds=window, **kw)
+        spans = windows(wave, cut)
         rows.append(
             {
                 "setting": name,

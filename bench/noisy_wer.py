@@ -1,5 +1,5 @@
 """WER of trained models on the demo's test split, clean and corrupted: noise at 20 / 10 / 5 dB SNR
-and room reverberation (`speechlm.eval.condition`: the same draws for every model), per part.
+and room reverberation (`speechlm.inference.condition`: the same draws for every model), per part.
 
     python bench/noisy_wer.py -m outputs/demo -m outputs/demo-aug [--shards shards/demo] [--threads 2]
 
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from speechlm import by_part, wer  # noqa: E402
-from speechlm.eval import condition, evaluate, load_model  # noqa: E402
+from speechlm.inference import condition, evaluate, load_model  # noqa: E402
 
 CONDITIONS = [("clean", None, False), ("20 dB", 20.0, False), ("10 dB", 10.0, False), ("5 dB", 5.0, False)]
 CONDITIONS += [("reverb", None, True)]

@@ -6,7 +6,7 @@ Whisper tiny.en's own `generate` on the same clips beside it, and eval's old loo
 
 Clips: the first N of the built-in corpus's test split (shards/synthetic, ~3 s espeak-ng sentences).
 Rows, all on the same clips in one process, one after the other:
-- speechlm at each batch size (speechlm.transcribe.transcribe_waves: clips sorted by length,
+- speechlm at each batch size (speechlm.inference.transcribe_waves: clips sorted by length,
   batched, generate with the KV cache);
 - "eval before": the loop speechlm.eval ran before long-form (batches of 8 in dataset order);
 - Whisper tiny.en (`offline/whisper-tiny.en`, WhisperForConditionalGeneration.generate, its stock
@@ -47,8 +47,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
 
     from speechlm import audio, pretrained, wer
-    from speechlm.eval import dataset_clips, load_model
-    from speechlm.transcribe import transcribe_waves
+    from speechlm.inference import dataset_clips, load_model, transcribe_waves
 
     _, clips = dataset_clips(args.data, "test")
     data = [(wave, ref) for _, (_cid, wave, ref) in zip(range(args.clips), clips)]  # decoded by the reader

@@ -284,8 +284,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     start = time.time()
 
-    from speechlm.eval import dataset_clips, load_model
-    from speechlm.transcribe import transcribe_waves
+    from speechlm.inference import dataset_clips, load_model, transcribe_waves
 
     _, data = dataset_clips(args.dataset, "test", args.clips)
     kept = [(np.asarray(w, np.float32), ref) for _, (_, w, ref) in zip(range(args.clips), data) if ref]

@@ -30,7 +30,7 @@ TINY_EN_HEADS = [[1, 0], [2, 0], [2, 5], [3, 0], [3, 1], [3, 2], [3, 3], [3, 4]]
 
 def timed_clips(data: str):
     """[(id, wave, text, true words)] of the timed set's test split."""
-    from speechlm.eval import dataset_clips
+    from speechlm.inference import dataset_clips
 
     _, clips = dataset_clips(data, "test", None, 16)
     rows = [(cid, wave, text) for cid, wave, text in clips]
@@ -92,8 +92,7 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    from speechlm.eval import dataset_clips, load_model
-    from speechlm.inference import transcribe_timed
+    from speechlm.inference import dataset_clips, load_model, transcribe_timed
 
     clips = timed_clips(args.data)
     waves = [w for _, w, _, _ in clips]

@@ -9,7 +9,7 @@
 Any format libsndfile reads (wav, flac, ogg, mp3), any sample rate or channel count: clips are
 mixed to mono and resampled to 16 kHz before the model sees them. Audio is cut at its pauses into
 segments of speech (silence left out; at most the window, itself at most the encoder's limit, e.g.
-Whisper's 30 s) that are transcribed together (`speechlm.longform`); `--max-seconds` bounds the
+Whisper's 30 s) that are transcribed together (`speechlm.inference`); `--max-seconds` bounds the
 longest input accepted.
 
 `--format json|srt|vtt` adds word timestamps from the model's own CTC head (speechlm.model.align):
@@ -24,18 +24,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from speechlm import longform
+from speechlm import inference, subtitles
 from speechlm.config import ConfigError, cli_errors
-from speechlm.inference import (
-    MAX_SECONDS,
-    WINDOW_SECONDS,
-    add_long_form_args,
-    check_long_form_args,
-    load_clip,
-    long_form_settings,
-    transcribe_timed,
-    transcribe_waves,
-)
 
 EXAMPLES = """examples:
   speechlm transcribe -m outputs/RUN clip.wav                        # a run dir means its latest checkpoint
@@ -44,26 +34,7 @@ EXAMPLES = """examples:
   speechlm transcribe -m outputs/RUN/final talk.wav --format srt --out-dir subs   # subtitles from word times"""
 
 
-def transcribe_files(
-    model,
-    paths: list[str],
-    batch_size: int = 16,
-    max_seconds: float | None = MAX_SECONDS,
-    window: float | None = None,
-    strategy: str = longform.DEFAULT_STRATEGY,
-    **segment_settings,
-) -> list[str]:
-    """Transcripts of audio files; `segment_settings`: threshold_db, min_pause_seconds, merge_seconds."""
-    waves = []
-    for p in paths:
-        if not Path(p).is_file():
-            raise ConfigError(f"no such audio file: {p}")
-        waves.append(load_clip(p, p, max_seconds))
-    return transcribe_waves(model, waves, batch_size, window, strategy, **segment_settings)
-
-
-@cli_errors
-def main(argv=None, prog: str = "python -m speechlm.transcribe"):
+def _parser(prog: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog=prog,
         description=__doc__.split("\n")[0],
@@ -73,13 +44,8 @@ def main(argv=None, prog: str = "python -m speechlm.transcribe"):
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("audio", nargs="+")
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--max-seconds", type=float, default=MAX_SECONDS, help="longest input accepted (0: no limit)")
     ap.add_argument(
-        "--window-seconds",
-        type=float,
-        default=None,
-        help=f"long audio is cut into windows of at most this (default {WINDOW_SECONDS:g}, "
-        "capped at the encoder's limit)",
+        "--max-seconds", type=float, default=inference.MAX_SECONDS, help="longest input accepted (0: no limit)"
     )
     ap.add_argument(
         "--format",
@@ -88,32 +54,32 @@ def main(argv=None, prog: str = "python -m speechlm.transcribe"):
         help="txt prints the text; json, srt and vtt write word timestamps (one file per input)",
     )
     ap.add_argument("--out-dir", default=None, help="where json/srt/vtt files go (default: beside each input)")
-    add_long_form_args(ap)
-    args = ap.parse_args(argv)
-    check_long_form_args(args)
-    from speechlm.eval import load_model  # the model stack (torch, transformers) once the arguments parse
+    inference.add_long_form_args(ap)
+    return ap
 
+
+@cli_errors
+def main(argv=None, prog: str = "python -m speechlm.transcribe"):
+    args = _parser(prog).parse_args(argv)
+    inference.check_max_seconds(args.max_seconds)
+    long_form = inference.long_form_from_args(args)
     missing = [p for p in args.audio if not Path(p).is_file()]
     if missing:  # before the model loads
         raise ConfigError(f"no such audio file: {missing[0]}")
-    model = load_model(args.model)
+    model = inference.load_model(args.model)  # the model stack (torch, transformers) once the arguments check
     if args.format != "txt":
-        return write_timed(model, args)
-    texts = transcribe_files(
-        model, args.audio, args.batch_size, args.max_seconds, args.window_seconds, **long_form_settings(args)
-    )
+        return write_timed(model, args, long_form)
+    texts = inference.transcribe_files(model, args.audio, args.batch_size, long_form, args.max_seconds)
     for p, t in zip(args.audio, texts):
         print(f"{p}\t{t}" if len(args.audio) > 1 else t)
         sys.stdout.flush()
     return texts
 
 
-def write_timed(model, args) -> list[dict]:
+def write_timed(model, args, long_form: inference.LongForm) -> list[dict]:
     """--format json|srt|vtt: word timestamps for every input, one file each; prints the paths."""
-    from speechlm import subtitles  # the writers, only when asked for
-
-    waves = [load_clip(p, p, args.max_seconds) for p in args.audio]
-    results = transcribe_timed(model, waves, args.batch_size, args.window_seconds, **long_form_settings(args))
+    waves = [inference.load_clip(p, p, args.max_seconds) for p in args.audio]
+    results = inference.transcribe_timed(model, waves, args.batch_size, long_form)
     write = {"json": subtitles.to_json, "srt": subtitles.to_srt, "vtt": subtitles.to_vtt}[args.format]
     for p, r in zip(args.audio, results):
         out = Path(args.out_dir or Path(p).parent) / (Path(p).stem + "." + args.format)

@@ -276,7 +276,7 @@ def test_disabled_is_the_identity():
 
 
 def test_eval_conditions_are_exact_and_the_same_for_every_run(tmp_path):
-    from speechlm.eval import condition
+    from speechlm.inference import condition
 
     assert condition(None) == ("", None)
     x = speechlike()

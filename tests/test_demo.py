@@ -16,7 +16,7 @@ import pytest
 import soundfile as sf
 import yaml
 
-from speechlm import audio, transcribe
+from speechlm import audio, inference, transcribe
 from speechlm import eval as ev
 from speechlm.demo import cli as demo
 
@@ -101,7 +101,7 @@ def test_short_demo_writes_every_artefact(short_demo):
     assert len(out["train_loss"]) >= 2 and len(out["eval_loss"]) == 2  # eval at step 3 and at the end
     assert all(np.isfinite(out["train_loss"]))
     latest = (run / "checkpoints" / "latest").read_text().strip()
-    assert latest == "step-6" and ev.resolve_model_dir(run) == run / "checkpoints" / "step-6" / "model"
+    assert latest == "step-6" and inference.resolve_model_dir(run) == run / "checkpoints" / "step-6" / "model"
     assert out["result"]["clips"] == 8 and 0.0 <= out["wer"]
     # the test split's four parts, scored apart: WER for speech, the share said empty for non-speech
     assert set(out["parts"]) == {"seen", "unseen", "random", "nonspeech"}
@@ -134,7 +134,7 @@ def test_transcribe_resamples_44k_stereo(short_demo, tmp_path):
     _, out = short_demo
     manifest = json.loads((Path(out["shards"]) / "manifest.json").read_text())
     clip_id = manifest["splits"]["test"]["shards"][0]["ids"][0]
-    _, clips = ev.dataset_clips(out["shards"], "test")
+    _, clips = inference.dataset_clips(out["shards"], "test")
     wave = next(w for cid, w, _ in clips if cid == clip_id)  # decoded by the training reader
     path = _stereo_44k(wave, tmp_path / "clip.wav")
     loaded = audio.load(path)
@@ -191,13 +191,13 @@ def test_full_demo_learns(tmp_path):
     # the samples it holds. (Not the original clip's transcript for a 44.1 kHz stereo file: its mono mix
     # is 0.75x as loud and 16-bit, and a 135M model's greedy output can move a word on that; the CI run
     # of 2026-12-04 lost one. test_transcribe_resamples_44k_stereo checks that the reader's samples match.)
-    model = ev.load_model(str(DEMO_RUN))
-    _, clips = ev.dataset_clips(str(REPO / "shards" / "demo"), "test", n=6)
+    model = inference.load_model(str(DEMO_RUN))
+    _, clips = inference.dataset_clips(str(REPO / "shards" / "demo"), "test", n=6)
     waves = [wave for _, wave, _ in clips]  # decoded by the training reader
     batched = model.transcribe(waves)
     assert batched == [model.transcribe([w])[0] for w in waves]
     same = tmp_path / "clip16k.wav"
     sf.write(same, waves[0], 16000, subtype="FLOAT")  # lossless: the same samples come back
-    assert transcribe.transcribe_files(model, [str(same)]) == [batched[0]]
+    assert inference.transcribe_files(model, [str(same)]) == [batched[0]]
     path = _stereo_44k(waves[0], tmp_path / "clip.wav")
-    assert transcribe.transcribe_files(model, [str(path)]) == model.transcribe([audio.load(path)])
+    assert inference.transcribe_files(model, [str(path)]) == model.transcribe([audio.load(path)])

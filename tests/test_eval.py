@@ -1,4 +1,4 @@
-"""speechlm.eval reads shard sets through the training reader (speechlm.data), so a set at a URL
+"""speechlm eval (speechlm.inference) reads shard sets through the training reader (speechlm.data), so a set at a URL
 evaluates like a local one, and unreadable shards are counted skips."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from model_helpers import tiny_config
 from speechlm.config import ConfigError
-from speechlm.eval import dataset_clips, evaluate
+from speechlm.inference import dataset_clips, evaluate
 from test_data_remote import HTTPFolder
 
 

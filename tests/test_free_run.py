@@ -124,7 +124,7 @@ def test_hub_librispeech_recipe_is_the_default_name():
 
 
 def test_hub_librispeech_recipe_builds_from_a_local_parquet_copy(tmp_path):
-    from speechlm.eval import dataset_clips
+    from speechlm.inference import dataset_clips
 
     copy = tmp_path / "librispeech_asr"
     ids = librispeech_copy(copy)

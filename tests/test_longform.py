@@ -1,10 +1,22 @@
-"""Long-form cutting and joining (speechlm.longform): windows within the limit, cuts in pauses,
-seams merged without dropping or repeating words, every window transcribed once, in order."""
+"""Long-form cutting and joining (speechlm.inference: longform, cut, stitch, batching): windows within the
+limit, cuts in pauses, seams merged without dropping or repeating words, every window transcribed once,
+in order; the settings as one LongForm that refuses a bad value by its name."""
+
+import argparse
+import ast
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from speechlm import longform
+from speechlm.config import ConfigError
+from speechlm.inference import add_long_form_args, long_form_from_args
+from speechlm.inference import longform as lf_mod
+from speechlm.inference.batching import transcribe_long
+from speechlm.inference.cut import overlap_windows, pause_windows, runs, segment_windows, silent_frames
+from speechlm.inference.longform import LongForm
+from speechlm.inference.stitch import merge_seam, sound_ends
 
 SR = 16000
 
@@ -26,7 +38,7 @@ def _bursts(lengths_s, pauses_s, seed=0):
 
 def test_pause_windows_stay_under_the_limit_and_cut_only_in_pauses():
     wave, spans = _bursts([1.3, 0.7, 2.1, 0.9, 1.6] * 12, [0.15, 0.4, 0.25])
-    wins = longform.pause_windows(wave, 8.0)
+    wins = pause_windows(wave, 8.0)
     assert wins[0][0] == 0 and wins[-1][1] == len(wave)
     assert all(a[1] == b[0] for a, b in zip(wins, wins[1:]))  # contiguous: nothing dropped or repeated
     assert all(e - s <= 8 * SR for s, e in wins) and len(wins) > 1
@@ -36,16 +48,16 @@ def test_pause_windows_stay_under_the_limit_and_cut_only_in_pauses():
 
 def test_pause_windows_short_audio_is_one_window():
     wave = np.zeros(5 * SR, np.float32)
-    assert longform.pause_windows(wave, 20.0) == [(0, 5 * SR)]
+    assert pause_windows(wave, 20.0) == [(0, 5 * SR)]
 
 
 def test_overlap_windows_cover_with_the_given_overlap():
     wave = np.zeros(65 * SR, np.float32)
-    wins = longform.overlap_windows(wave, 20.0, 2.0)
+    wins = overlap_windows(wave, 20.0, 2.0)
     assert wins[0] == (0, 20 * SR) and wins[-1][1] == len(wave)
     assert all(b[0] == a[1] - 2 * SR for a, b in zip(wins, wins[1:]))
     with pytest.raises(ValueError, match="overlap_seconds"):
-        longform.overlap_windows(wave, 10.0, 10.0)
+        overlap_windows(wave, 10.0, 10.0)
 
 
 @pytest.mark.parametrize(
@@ -66,7 +78,7 @@ def test_overlap_windows_cover_with_the_given_overlap():
     ],
 )
 def test_merge_seam(left, right, joined):
-    assert " ".join(longform.merge_seam(left.split(), right.split())) == joined
+    assert " ".join(merge_seam(left.split(), right.split())) == joined
 
 
 def test_transcribe_long_transcribes_each_window_once_in_order_and_sorted_batches():
@@ -78,7 +90,7 @@ def test_transcribe_long_transcribes_each_window_once_in_order_and_sorted_batche
         calls.append([len(w) for w in batch])
         return [f"{int(round(w[0] * 1e7))}:{int(round(w[-1] * 1e7)) + 1}" for w in batch]
 
-    out = longform.transcribe_long(name, waves, window_seconds=20.0, strategy="pause", batch_size=2)
+    out = transcribe_long(name, waves, LongForm(strategy="pause", window_seconds=20.0), batch_size=2)
     for text, w in zip(out, waves):
         spans = [tuple(map(int, s.split(":"))) for s in text.split()]
         assert spans[0][0] == 0 and spans[-1][1] == len(w)
@@ -91,7 +103,7 @@ def test_transcribe_long_transcribes_each_window_once_in_order_and_sorted_batche
 
 def test_unknown_strategy_is_refused():
     with pytest.raises(ValueError, match="strategy"):
-        longform.transcribe_long(lambda b: [""] * len(b), [np.zeros(SR)], 20.0, strategy="vad")
+        LongForm(strategy="vad")
 
 
 # ---- "segments": a cut in every pause, merged up to merge_seconds, silence left out
@@ -132,7 +144,9 @@ PAUSES = [0.1, 0.35, 0.2, 0.6, 1.5, 0.25, 4.0]  # the 0.1, 0.2 and 0.25 s gaps a
 )
 def test_segments_cut_in_every_pause_and_nowhere_else(level, noise):
     wave, bursts, pauses = _tones(LENGTHS, PAUSES, level, noise)
-    tiles = longform.segment_windows(wave, 20.0, min_pause_seconds=0.3, merge_seconds=0, keep_silent=True)
+    tiles = segment_windows(
+        wave, LongForm(window_seconds=20.0, min_pause_seconds=0.3, merge_seconds=0), keep_silent=True
+    )
     assert _tiles(tiles, len(wave))
     cuts = [s for s, _ in tiles[1:]]
     for a, b in bursts:
@@ -141,7 +155,7 @@ def test_segments_cut_in_every_pause_and_nowhere_else(level, noise):
         inside = [c for c in cuts if a < c < b]
         assert bool(inside) == (b - a >= 0.3 * SR), f"pause of {(b - a) / SR:.2f} s: cuts {inside}"
     # left out: only silence, and all of it but the silence kept after and before each burst
-    kept = longform.segment_windows(wave, 20.0, min_pause_seconds=0.3, merge_seconds=0)
+    kept = segment_windows(wave, LongForm(window_seconds=20.0, min_pause_seconds=0.3, merge_seconds=0))
     assert len(kept) == 5  # the bursts grouped by the short gaps
     assert all(any(s <= a and b <= e for s, e in kept) for a, b in bursts)  # every burst whole in one range
     assert all(a[1] <= b[0] for a, b in zip(kept, kept[1:]))
@@ -150,10 +164,10 @@ def test_segments_cut_in_every_pause_and_nowhere_else(level, noise):
     # the 4 s pause: keep_after_seconds after the burst before it, keep_before_seconds before the
     # burst after it (give or take the 50 ms smoothing)
     (a, b) = pauses[-1]
-    assert kept[-2][1] == pytest.approx(a + longform.KEEP_AFTER_SECONDS * SR, abs=480)
-    assert kept[-1][0] == pytest.approx(b - longform.KEEP_BEFORE_SECONDS * SR, abs=480)
+    assert kept[-2][1] == pytest.approx(a + lf_mod.KEEP_AFTER_SECONDS * SR, abs=480)
+    assert kept[-1][0] == pytest.approx(b - lf_mod.KEEP_BEFORE_SECONDS * SR, abs=480)
     # a pause shorter than both together (the 0.35 s one) is cut where it splits in their ratio
-    before, after = longform.KEEP_BEFORE_SECONDS, longform.KEEP_AFTER_SECONDS
+    before, after = lf_mod.KEEP_BEFORE_SECONDS, lf_mod.KEEP_AFTER_SECONDS
     (a, b), ratio = pauses[1], after / (after + before)
     (cut,) = [c for c in cuts if a < c < b]
     assert cut == pytest.approx(a + ratio * (b - a), abs=480)
@@ -161,25 +175,27 @@ def test_segments_cut_in_every_pause_and_nowhere_else(level, noise):
 
 def test_segments_merge_neighbours_up_to_merge_seconds():
     wave, bursts, _ = _tones([1.0] * 12, [0.4])  # a segment per burst, 1.4 s apart
-    alone = longform.segment_windows(wave, 20.0, merge_seconds=0)
+    alone = segment_windows(wave, LongForm(window_seconds=20.0, merge_seconds=0))
     assert len(alone) == 12
     for merge in (3.0, 5.0, 8.0):
-        merged = longform.segment_windows(wave, 20.0, merge_seconds=merge)
+        merged = segment_windows(wave, LongForm(window_seconds=20.0, merge_seconds=merge))
         assert all(e - s <= merge * SR for s, e in merged) and _tiles(merged, len(wave))
         assert all(any(s <= a and b <= e for s, e in merged) for a, b in bursts)  # no burst split
         # greedy: each range could not have taken the next one too
         assert all(b[1] - a[0] > merge * SR for a, b in zip(merged, merged[1:]))
         assert len(merged) < len(alone)
     # merging is capped by the window
-    assert all(e - s <= 4 * SR for s, e in longform.segment_windows(wave, 4.0, merge_seconds=60.0))
+    assert all(e - s <= 4 * SR for s, e in segment_windows(wave, LongForm(window_seconds=4.0, merge_seconds=60.0)))
 
 
 def test_segments_silence_between_merged_speech_is_kept_but_never_at_the_ends():
     wave, bursts, _ = _tones([1.0, 1.0, 1.0], [2.0])  # pauses long enough to leave silence out
-    (span,) = longform.segment_windows(wave, 20.0, merge_seconds=10.0)
-    before, after = longform.KEEP_BEFORE_SECONDS * SR, longform.KEEP_AFTER_SECONDS * SR
+    (span,) = segment_windows(wave, LongForm(window_seconds=20.0, merge_seconds=10.0))
+    before, after = lf_mod.KEEP_BEFORE_SECONDS * SR, lf_mod.KEEP_AFTER_SECONDS * SR
     assert span[0] == 0 and span[1] == len(wave)  # no silence before the first or after the last burst
-    spans = longform.segment_windows(wave, 20.0, merge_seconds=4.5)  # the first two bursts and 2 s between them
+    spans = segment_windows(
+        wave, LongForm(window_seconds=20.0, merge_seconds=4.5)
+    )  # the first two bursts and 2 s between them
     assert len(spans) == 2 and spans[0][0] == 0 and spans[0][1] == pytest.approx(bursts[1][1] + after, abs=480)
     assert spans[1] == (pytest.approx(bursts[2][0] - before, abs=480), len(wave))
 
@@ -188,36 +204,38 @@ def test_segments_a_click_is_never_a_segment_of_its_own():
     clicks = np.zeros(6 * SR, np.float32)
     at = (np.arange(0.5, 5.5, 0.45) * SR).astype(int)
     clicks[at] = 0.8  # 0.45 s of silence apart: each between two pauses
-    pauses = [r for r in longform._runs(longform._silent_frames(clicks, longform.THRESHOLD_DB)) if r[1] - r[0] >= 30]
+    pauses = [r for r in runs(silent_frames(clicks, lf_mod.THRESHOLD_DB)) if r[1] - r[0] >= 30]
     assert len(pauses) == len(at) + 1
-    (span,) = longform.segment_windows(clicks, 20.0)  # one window: the clicks and the silence between them
+    (span,) = segment_windows(
+        clicks, LongForm(window_seconds=20.0)
+    )  # one window: the clicks and the silence between them
     assert span[0] <= at[0] and span[1] > at[-1]
     wave, bursts, _ = _tones([1.5, 2.0, 1.0], [3.0])
     wave[int(0.6 * SR) + bursts[1][1]] = 0.8  # a click in the pause, 0.6 s after the second burst
-    spans = longform.segment_windows(wave, 20.0)
+    spans = segment_windows(wave, LongForm(window_seconds=20.0))
     assert len(spans) == 3 and spans[1][0] < bursts[1][0] and spans[1][1] > bursts[1][1] + 0.6 * SR
 
 
 def test_segments_without_a_pause_fall_back_to_pause_windows():
     rng = np.random.default_rng(1)
     noisy = (0.1 * rng.standard_normal(50 * SR)).astype(np.float32)  # a noisy room: no frame far below the rest
-    assert longform.segment_windows(noisy, 20.0) == longform.pause_windows(noisy, 20.0)
+    assert segment_windows(noisy, LongForm(window_seconds=20.0)) == pause_windows(noisy, 20.0)
     wave, _, _ = _tones([2.0, 2.0], [0.5], noise=0.05)  # a noise floor within threshold_db of the tones
-    assert longform.segment_windows(wave, 20.0) == [(0, len(wave))]
-    assert longform.segment_windows(np.zeros(100, np.float32), 20.0) == [(0, 100)]  # shorter than a frame
+    assert segment_windows(wave, LongForm(window_seconds=20.0)) == [(0, len(wave))]
+    assert segment_windows(np.zeros(100, np.float32), LongForm()) == [(0, 100)]  # shorter than a frame
 
 
 def test_segments_never_exceed_the_window():
     # a 31 s burst with no pause of its own, between short ones; windows of 8 s
     wave, bursts, _ = _tones([1.0, 31.0, 2.0, 1.5], [0.5, 0.8, 0.4])
     for merge in (0.0, 6.0, 100.0):
-        tiles = longform.segment_windows(wave, 8.0, merge_seconds=merge, keep_silent=True)
+        tiles = segment_windows(wave, LongForm(window_seconds=8.0, merge_seconds=merge), keep_silent=True)
         assert _tiles(tiles, len(wave)) and all(e - s <= 8 * SR for s, e in tiles)
-        kept = longform.segment_windows(wave, 8.0, merge_seconds=merge)
+        kept = segment_windows(wave, LongForm(window_seconds=8.0, merge_seconds=merge))
         assert all(e - s <= 8 * SR for s, e in kept) and len(kept) >= 6
     # and through windows() / transcribe_long: every window at most window_seconds, silence not transcribed
     seen = []
-    longform.transcribe_long(lambda b: seen.extend(len(w) for w in b) or [""] * len(b), [wave], 8.0, "segments")
+    transcribe_long(lambda b: seen.extend(len(w) for w in b) or [""] * len(b), [wave], LongForm(window_seconds=8.0))
     assert max(seen) <= 8 * SR and sum(seen) < len(wave)
 
 
@@ -235,18 +253,17 @@ def test_segments_never_exceed_the_window():
     ],
 )
 def test_segment_settings_out_of_range_are_refused_by_name(kwargs, name):
-    wave, _, _ = _tones([1.0, 1.0], [0.5])
     args = {"window_seconds": 20.0, **kwargs}
-    with pytest.raises(ValueError, match=name):
-        longform.segment_windows(wave, **args)
-    with pytest.raises(ValueError, match=name):  # whatever the strategy: a bad flag fails at once
-        longform.transcribe_long(lambda b: [""] * len(b), [wave], strategy="pause", **args)
+    with pytest.raises(ValueError, match=f"^{name} "):
+        LongForm(**args)
+    with pytest.raises(ValueError, match=f"^{name} "):  # whatever the strategy: a bad flag fails at once
+        LongForm(strategy="pause", **args)
 
 
 def test_segments_is_the_default_and_joins_segment_texts_in_order():
-    assert longform.DEFAULT_STRATEGY == "segments" and longform.DEFAULT_STRATEGY in longform.STRATEGIES
+    assert LongForm().strategy == lf_mod.DEFAULT_STRATEGY == "segments" and "segments" in lf_mod.STRATEGIES
     wave, _, _ = _tones([1.0, 2.0, 1.5], [0.6, 0.9])
-    spans = longform.segment_windows(wave, 20.0)
+    spans = segment_windows(wave, LongForm(window_seconds=20.0))
     assert len(spans) == 3
     got = []
 
@@ -254,7 +271,7 @@ def test_segments_is_the_default_and_joins_segment_texts_in_order():
         got.extend(len(w) for w in batch)
         return [str(len(w)) for w in batch]
 
-    out = longform.transcribe_long(name, [wave], 20.0, batch_size=2)  # the default strategy
+    out = transcribe_long(name, [wave], batch_size=2)  # the default settings
     assert out[0] == " ".join(str(e - s) for s, e in spans)  # each segment once, texts in order
     assert got == sorted(got, reverse=True)
 
@@ -272,8 +289,64 @@ def test_word_ends_move_to_where_their_sound_ends():
         {"text": "lost", "start": None, "end": None, "confidence": 0.0},
         {"text": "two", "start": 1.0, "end": 1.08, "confidence": 0.9},
     ]
-    longform.sound_ends(words, wave)
+    sound_ends(words, wave)
     assert words[0]["end"] == pytest.approx(0.7, abs=0.03) and words[2]["end"] == pytest.approx(1.4, abs=0.03)
     assert words[1]["start"] is None and words[1]["end"] is None  # an unplaced word stays unplaced
     early = [{"text": "x", "start": 0.2, "end": 0.9, "confidence": 1.0}]
-    assert longform.sound_ends(early, wave)[0]["end"] == 0.9  # never earlier than the aligner put it
+    assert sound_ends(early, wave)[0]["end"] == 0.9  # never earlier than the aligner put it
+
+
+def test_long_form_is_one_frozen_value_and_the_window_is_capped_to_an_encoders_limit():
+    lf = LongForm(strategy="pause", window_seconds=40.0)
+    with pytest.raises(AttributeError):
+        lf.window_seconds = 10.0  # frozen: a setting changes by making a new one
+    assert lf.capped(30.0) == LongForm(strategy="pause", window_seconds=30.0)
+    assert lf.capped(None) is lf and lf.capped(60.0).window_seconds == 40.0
+    # overlap must fit the window, checked for "overlap" only (and again when a window is capped)
+    with pytest.raises(ValueError, match="^overlap_seconds "):
+        LongForm(strategy="overlap", window_seconds=2.0, overlap_seconds=2.0)
+    assert LongForm(strategy="segments", window_seconds=1.5).overlap_seconds == 2.0
+    with pytest.raises(ValueError, match="^overlap_seconds "):
+        LongForm(strategy="overlap", window_seconds=20.0, overlap_seconds=5.0).capped(4.0)
+
+
+def _flags(*argv):
+    ap = argparse.ArgumentParser()
+    add_long_form_args(ap)
+    return ap.parse_args(list(argv))
+
+
+def test_flags_become_one_long_form_and_a_bad_value_names_its_flag():
+    assert long_form_from_args(_flags()) == LongForm()  # the flags' defaults are LongForm's
+    got = long_form_from_args(
+        _flags("--long-form", "overlap", "--window-seconds", "12", "--threshold-db", "30", "--merge-seconds", "4")
+    )
+    assert got == LongForm(strategy="overlap", window_seconds=12.0, threshold_db=30.0, merge_seconds=4.0)
+    for argv, flag in [
+        (["--threshold-db", "0"], "--threshold-db must be positive"),
+        (["--min-pause-seconds", "0"], "--min-pause-seconds must be at least"),
+        (["--merge-seconds", "-1"], "--merge-seconds must be >= 0"),
+        (["--window-seconds", "0.5"], "--window-seconds must be at least 1 s"),
+    ]:
+        with pytest.raises(ConfigError, match=f"^{flag}"):
+            long_form_from_args(_flags(*argv))
+
+
+LONG_FORM_MODULES = ["longform", "cut", "stitch", "batching"]
+
+
+def test_the_long_form_modules_import_only_numpy_the_standard_library_and_each_other():
+    """The export copies them verbatim (speechlm.export.generate.VERBATIM), beside transformers alone."""
+    from speechlm.export.generate import VERBATIM
+
+    assert {f"speechlm.inference.{m}" for m in LONG_FORM_MODULES} <= set(VERBATIM.values())
+    folder = Path(lf_mod.__file__).parent
+    for m in LONG_FORM_MODULES:
+        for node in ast.walk(ast.parse((folder / f"{m}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert node.level == 1 and node.module in LONG_FORM_MODULES, (m, node.module)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                for n in names:
+                    top = n.split(".")[0]
+                    assert top == "numpy" or top in sys.stdlib_module_names or top == "__future__", (m, n)

@@ -1,7 +1,7 @@
 """Long-form quality on the demo's trained real-weights model (slow: it needs that model).
 
 A ~3-minute recording of the held-out test sentences (never in training) with pauses, transcribed
-whole (`speechlm.transcribe`'s long-form path, its default cut), against the same sentences one by
+whole (`speechlm transcribe`'s long-form path, speechlm.inference, its default cut), against the same sentences one by
 one: WER within a margin of the measured ratio (below), every cut inside a pause, a cut in every pause
 between sentences, no more words inserted than one by one (+2) and no more dropped (+25%, +2).
 
@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from speechlm import audio, longform, wer
-from speechlm import eval as ev
-from speechlm.inference import transcribe_waves, window_seconds
+from speechlm import audio, wer
+from speechlm import inference as ev
+from speechlm.inference import long_form_for, transcribe_waves
+from speechlm.inference.cut import windows
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -74,7 +75,7 @@ def test_three_minutes_of_held_out_sentences_transcribe_as_well_as_one_by_one(de
     assert long["deletions"] <= 1.25 * one_by_one["deletions"] + 2
     # every cut falls in a pause (no word is split across windows), and every pause between two
     # sentences is cut (each sentence its own segment)
-    spans = longform.windows(wave, longform.DEFAULT_STRATEGY, window_seconds(model))
+    spans = windows(wave, long_form_for(model))  # the default cut
     assert len(spans) >= n
     energy = np.abs(wave)
     for cut in {x for span in spans for x in span} - {0, len(wave)}:

@@ -106,8 +106,7 @@ def test_clips_over_30s_are_cut_into_windows_and_max_seconds_refuses_or_skips(tm
     import soundfile as sf
 
     from speechlm.config import ConfigError
-    from speechlm.eval import evaluate
-    from speechlm.transcribe import transcribe_files
+    from speechlm.inference import LongForm, evaluate, transcribe_files
 
     m = model
     rng = np.random.default_rng(0)
@@ -120,7 +119,9 @@ def test_clips_over_30s_are_cut_into_windows_and_max_seconds_refuses_or_skips(tm
     m.cfg.max_new_tokens, before = 4, m.cfg.max_new_tokens
     try:
         # over the encoder's 30 s: cut into windows, each transcribed (the words of every window joined)
-        texts = transcribe_files(m, [str(tmp_path / "short.wav"), str(tmp_path / "long.wav")], window=10.0)
+        texts = transcribe_files(
+            m, [str(tmp_path / "short.wav"), str(tmp_path / "long.wav")], long_form=LongForm(window_seconds=10.0)
+        )
         assert len(texts) == 2 and len(texts[1].split()) >= len(texts[0].split())
         with pytest.raises(ConfigError, match=r"longer.wav: 41.0 s is longer than max_seconds \(40 s\)"):
             transcribe_files(m, [str(tmp_path / "short.wav"), str(tmp_path / "longer.wav")], max_seconds=40)

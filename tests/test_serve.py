@@ -170,7 +170,7 @@ def _flac(wave: np.ndarray) -> bytes:
 def clips(synthetic_shards, tmp_path_factory):
     """The synthetic set's 8 test clips as FLAC files, and a ~75 s recording of them three times over
     with pauses between sentences (cut by the long-form segments)."""
-    from speechlm.eval import dataset_clips
+    from speechlm.inference import dataset_clips
 
     folder = tmp_path_factory.mktemp("clips")
     _, data = dataset_clips(str(synthetic_shards), split="test")
@@ -193,8 +193,8 @@ def clips(synthetic_shards, tmp_path_factory):
 def reference(twin, clips):
     """speechlm.transcribe's texts for every clip and the recording: all in one batched job, and
     each clip alone (a clip's text must not depend on its batch mates, or no server could match it)."""
+    from speechlm.inference import transcribe_files
     from speechlm.model import from_pretrained
-    from speechlm.transcribe import transcribe_files
 
     paths, recording = clips
     model = from_pretrained(twin)

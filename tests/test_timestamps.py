@@ -89,7 +89,7 @@ def test_eval_scores_word_times_against_a_timed_set_and_counts_unsupported_words
     """speechlm.eval on a shard set whose labels carry true word times (kind timed): boundary errors
     and the hallucination signal's counts are reported; dropping unsupported words changes hypotheses
     only by leaving words out."""
-    from speechlm import eval as ev
+    from speechlm import inference as ev
     from speechlm import shard
 
     recipe, _ = shard.load_recipe("timed")

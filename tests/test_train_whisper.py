@@ -25,8 +25,8 @@ def test_whisper_run_trains_exports_reloads_and_transcribes(tmp_path, synthetic_
     first, last = sum(loss[s] for s in range(1, 6)) / 5, sum(loss[s] for s in range(STEPS - 4, STEPS + 1)) / 5
     assert last < first - 0.5, (first, last)
 
+    from speechlm.inference import transcribe_files
     from speechlm.model import from_pretrained
-    from speechlm.transcribe import transcribe_files
 
     loaded = from_pretrained(trainer.run_dir / "checkpoints" / f"step-{STEPS}" / "model")
     assert loaded.family.name == "whisper"

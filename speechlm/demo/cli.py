@@ -124,8 +124,7 @@ def word_times(model, run_dir: Path, timed: str, shards: Path, split: str) -> di
     import numpy as np
 
     from speechlm import subtitles  # the writers, only here
-    from speechlm.eval import dataset_clips, evaluate  # the model stack, as in stage 4
-    from speechlm.inference import transcribe_timed  # as above
+    from speechlm.inference import dataset_clips, evaluate, transcribe_timed  # the model stack, as in stage 4
 
     print("== 5/6 word timestamps from the CTC head", flush=True)
     scored = evaluate(model, str(shard.build(timed)), split="test", batch_size=16)
@@ -156,7 +155,7 @@ def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
 
     print(f"== 4/6 transcribing the held-out '{args.eval_split}' clips", flush=True)
     t = time.perf_counter()
-    from speechlm.eval import evaluate, load_model  # the model stack in this process only after training
+    from speechlm.inference import evaluate, load_model  # the model stack in this process only after training
 
     model = load_model(str(run_dir / "final" if (run_dir / "final").is_dir() else run_dir))
     result = evaluate(model, str(shards), split=args.eval_split, batch_size=16)

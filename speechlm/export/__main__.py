@@ -29,8 +29,8 @@ def main(argv=None, prog: str = "python -m speechlm.export") -> None:
     ap.add_argument("out", help="the folder to write")
     ap.add_argument("--merge-lora", action="store_true", help="merge LoRA into the decoder (and write decoder/ alone)")
     args = ap.parse_args(argv)
-    from speechlm.eval import load_model  # the model stack (torch) once the arguments parse
     from speechlm.export import write_export  # as above
+    from speechlm.inference import load_model  # the model stack (torch) once the arguments parse
 
     print(write_export(load_model(args.model), args.out, merge_lora=args.merge_lora))
 

@@ -3,8 +3,10 @@
 The export must load with transformers alone (`trust_remote_code=True`), so the folder holds Python
 files. They are not a second copy kept by hand: `speechlm_core.py` is assembled here, at export time,
 from the source of the very classes speechlm imports (the SpeechLM module, the projector, each encoder
-family with its features and encoder forward), and `speechlm_text.py` / `speechlm_longform.py` are
-speechlm's own `text.py` / `longform.py` verbatim. The hand-written files in `remote/` only adapt
+family with its features and encoder forward), and the VERBATIM modules (`speechlm_text.py`, the
+long-form cut `speechlm_longform.py`, `speechlm_cut.py`, `speechlm_stitch.py`, `speechlm_batching.py`,
+...) are speechlm's own modules word for word but for the names of the siblings they import
+(`from .cut import` -> `from .speechlm_cut import`). The hand-written files in `remote/` only adapt
 them to transformers' Auto classes and pipeline.
 
 Every generated file is checked before it is written: it must parse, and it may import only the
@@ -43,9 +45,14 @@ CORE_AFTER_FAMILIES = [
 # travel) and each family's tiny-twin builder of the test suite
 DROP_METHODS = {"SpeechLM": {"forward", "parameter_groups", "parameter_table", "dtypes"}}
 DROP_FAMILY_METHODS = {"build_tiny"}
+# file in the export -> the speechlm module it is a copy of; a relative import between two of them is
+# renamed to the sibling's file (`sibling_imports`), any other relative import refused
 VERBATIM = {
     "speechlm_text.py": "speechlm.text",
-    "speechlm_longform.py": "speechlm.longform",
+    "speechlm_longform.py": "speechlm.inference.longform",
+    "speechlm_cut.py": "speechlm.inference.cut",
+    "speechlm_stitch.py": "speechlm.inference.stitch",
+    "speechlm_batching.py": "speechlm.inference.batching",
     "speechlm_generation.py": "speechlm.model.generation",
     "speechlm_align.py": "speechlm.model.align",
 }
@@ -172,11 +179,31 @@ def core_source() -> str:
     return body
 
 
+def sibling_imports(source: str, mod_name: str) -> str:
+    """`source` of VERBATIM module `mod_name` with each `from .NAME import` naming NAME's file in the export
+    (transformers' remote-code loader finds siblings by these lines, so the `from .x import` form is kept)."""
+    files = {module: fname.removesuffix(".py") for fname, module in VERBATIM.items()}
+    package = mod_name.rsplit(".", 1)[0]
+    lines = source.splitlines(keepends=True)
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.ImportFrom) and node.level):
+            continue
+        target = f"{package}.{node.module}" if node.level == 1 and node.module else None
+        if target not in files:
+            raise ValueError(
+                f"{mod_name}: imports {'.' * node.level}{node.module or ''}, which is not a VERBATIM module "
+                "(speechlm.export.generate): an export can't carry it"
+            )
+        i = node.lineno - 1
+        lines[i] = lines[i].replace(f"from .{node.module} import", f"from .{files[target]} import", 1)
+    return "".join(lines)
+
+
 def remote_files() -> dict[str, str]:
     """File name -> text of every Python file an export carries."""
     files = {"speechlm_core.py": core_source()}
     for fname, mod_name in VERBATIM.items():
-        files[fname] = inspect.getsource(importlib.import_module(mod_name))
+        files[fname] = sibling_imports(inspect.getsource(importlib.import_module(mod_name)), mod_name)
     for path in sorted(REMOTE_DIR.glob("*.py")):
         files[path.name] = path.read_text()
     for fname, text in files.items():

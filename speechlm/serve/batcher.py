@@ -1,7 +1,7 @@
 """Dynamic batching: one model worker thread owns the model and runs batches of segments gathered
 from every request in flight.
 
-Each request is a Job: the segments its audio was cut into (`speechlm.longform`), queued longest first
+Each request is a Job: the segments its audio was cut into (`speechlm.inference`), queued longest first
 as `transcribe` sorts them. A batch is filled round-robin, one segment from each job with segments
 waiting and then again, up to `max_batch`, taking at most `max_per_request` segments of any one job.
 The jobs take their turns fewest waiting segments first (then oldest first), so a 2 s request that

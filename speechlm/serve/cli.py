@@ -11,10 +11,11 @@ import time
 import uvicorn
 
 from speechlm.config import cli_errors
+from speechlm.inference import add_long_form_args, long_form_from_args
 from speechlm.serve.app import create_app
 from speechlm.serve.batcher import Batcher
 from speechlm.serve.config import API_KEY_ENV, MAX_SECONDS, MAX_UPLOAD_MB, ServeConfig
-from speechlm.serve.engine import Engine, add_long_form_args, check_long_form_args, long_form_settings
+from speechlm.serve.engine import Engine
 
 log = logging.getLogger("speechlm.serve")
 
@@ -67,9 +68,6 @@ def build_parser(prog: str = "python -m speechlm.serve") -> argparse.ArgumentPar
     ap.add_argument("--max-concurrent", type=int, default=64, help="requests at once; beyond it: 503 with Retry-After")
     ap.add_argument("--max-upload-mb", type=float, default=MAX_UPLOAD_MB, help="larger uploads: 413")
     ap.add_argument("--max-seconds", type=float, default=MAX_SECONDS, help="longer audio: 400")
-    ap.add_argument(
-        "--window-seconds", type=float, default=None, help="long audio is cut into segments of at most this"
-    )
     add_long_form_args(ap)
     ap.add_argument(
         "--shutdown-timeout",
@@ -95,11 +93,9 @@ def config_from_args(args) -> ServeConfig:
         max_upload_mb=args.max_upload_mb,
         max_seconds=args.max_seconds,
         shutdown_timeout=args.shutdown_timeout,
-        window_seconds=args.window_seconds,
-        long_form=long_form_settings(args),
+        long_form=long_form_from_args(args),
     )
     cfg.check()
-    check_long_form_args(args)
     return cfg
 
 
@@ -135,7 +131,7 @@ def main(argv=None, prog: str = "python -m speechlm.serve"):
     args = build_parser(prog).parse_args(argv)
     cfg = config_from_args(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    engine = Engine.load(cfg.model, cfg.window_seconds, cfg.long_form)
+    engine = Engine.load(cfg.model, cfg.long_form)
     names = cfg.served_model_names or [Engine.default_name(cfg.model)]
     batcher = Batcher(engine.transcribe_batch, cfg.max_batch, cfg.max_wait_ms / 1000, cfg.max_per_request)
     app = create_app(cfg, engine, batcher, names)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from speechlm.config import ConfigError
+from speechlm.inference import DEFAULT_LONG_FORM, LongForm
 
 API_KEY_ENV = "SPEECHLM_API_KEY"
 MAX_UPLOAD_MB = 25.0  # OpenAI's own limit for this endpoint
@@ -26,10 +27,8 @@ class ServeConfig:
     max_upload_mb: float = MAX_UPLOAD_MB
     max_seconds: float = MAX_SECONDS
     shutdown_timeout: float = 60.0  # SIGTERM: how long requests in flight may take to finish
-    window_seconds: float | None = None  # as transcribe's --window-seconds
-    # the long-form cut, as transcribe's flags give it: strategy, threshold_db, min_pause_seconds,
-    # merge_seconds (speechlm.inference.long_form_settings; empty: transcribe's defaults)
-    long_form: dict = field(default_factory=dict)
+    # the long-form cut, as transcribe's flags give it (speechlm.inference.long_form_from_args)
+    long_form: LongForm = DEFAULT_LONG_FORM
 
     def check(self) -> None:
         for name in ("max_batch", "max_per_request", "max_concurrent"):

@@ -1,6 +1,5 @@
-"""The server's one route into speechlm's inference: the model `transcribe` loads, the audio decoding
-it does, its long-form cut, its batch function and its join. Every import of the inference modules
-for the server is here, so that moving them touches this file alone.
+"""The server's model side, all through speechlm.inference (the API `speechlm transcribe` calls): the
+model it loads, the audio decoding it does, its long-form cut, its batch function and its join.
 """
 
 from __future__ import annotations
@@ -9,18 +8,16 @@ from pathlib import Path
 
 import numpy as np
 
-from speechlm import longform
 from speechlm.config import ConfigError
-from speechlm.inference import (  # noqa: F401 -- the CLI takes transcribe's long-form flags from here
-    add_long_form_args,
+from speechlm.inference import (
+    DEFAULT_LONG_FORM,
+    SAMPLE_RATE,
+    LongForm,
     batch_transcriber,
-    check_long_form_args,
     clip_spans,
     load_clip,
-    long_form_settings,
+    timed_clip,
 )
-
-SAMPLE_RATE = longform.SAMPLE_RATE
 
 
 class BadAudio(ValueError):
@@ -30,11 +27,9 @@ class BadAudio(ValueError):
 class Engine:
     """A loaded model and the cut that `speechlm.transcribe` would make with the same settings."""
 
-    def __init__(self, model, window_seconds: float | None = None, long_form: dict | None = None):
+    def __init__(self, model, long_form: LongForm = DEFAULT_LONG_FORM):
         self.model = model
-        self.window_seconds = window_seconds
-        self.long_form = dict(long_form or {})
-        self.strategy = self.long_form.get("strategy", longform.DEFAULT_STRATEGY)
+        self.long_form = long_form
         self._plain = batch_transcriber(model)
         self._timed = batch_transcriber(model, timestamps=True)
         self.cut(np.zeros(SAMPLE_RATE, np.float32))  # bad settings fail at start-up, not on the first request
@@ -47,11 +42,11 @@ class Engine:
         return [{"text": t} for t in self._plain(segments)]
 
     @classmethod
-    def load(cls, path: str, window_seconds: float | None = None, long_form: dict | None = None) -> Engine:
+    def load(cls, path: str, long_form: LongForm = DEFAULT_LONG_FORM) -> Engine:
         """Whatever `speechlm.transcribe -m` takes: an export folder, a checkpoint, a run dir, a Hub id."""
-        from speechlm.eval import load_model  # torch and transformers, once the arguments are checked
+        from speechlm.inference import load_model  # torch and transformers, once the arguments are checked
 
-        return cls(load_model(path), window_seconds, long_form)
+        return cls(load_model(path), long_form)
 
     @staticmethod
     def default_name(path: str) -> str:
@@ -68,8 +63,8 @@ class Engine:
 
     def cut(self, wave: np.ndarray) -> list[tuple[int, int]]:
         """The (start, end) sample ranges `transcribe` transcribes of this clip."""
-        return clip_spans(self.model, wave, self.window_seconds, **self.long_form)
+        return clip_spans(self.model, wave, self.long_form)
 
     def timed(self, spans: list[tuple[int, int]], outs: list[dict], wave: np.ndarray) -> dict:
         """{"text" (joined as transcribe joins), "segments", "words"} of one request's segments' results."""
-        return longform.timed_clip(spans, outs, self.strategy, wave)
+        return timed_clip(spans, outs, self.long_form.strategy, wave)

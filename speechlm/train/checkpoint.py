@@ -170,6 +170,21 @@ def _save_deepspeed(engine, path: Path, step: int) -> None:
 # --------------------------------------------------------------------------- manager
 
 
+def checkpoint_at(path: str | Path) -> Path | None:
+    """The complete checkpoint `path` names: a `step-N` dir itself, or the one the `latest` pointer in
+    it or in its `checkpoints/` names (a checkpoints dir, a run dir); None when there is none. Resuming
+    (`CheckpointManager.resolve`) and loading a run's model (`speechlm.inference.load`) read runs alike."""
+    p = Path(path)
+    if (p / "trainer_state.json").is_file():
+        return p
+    for cand in (p / "latest", p / "checkpoints" / "latest"):
+        if cand.is_file():
+            step = cand.parent / cand.read_text().strip()
+            if (step / "trainer_state.json").is_file():
+                return step
+    return None
+
+
 def _self_export(model, path: str) -> None:
     model.save_pretrained(path)
 
@@ -200,15 +215,10 @@ class CheckpointManager:
             return None
         if spec == "auto":
             return self.latest()
-        p = Path(spec)
-        if (p / "trainer_state.json").is_file():
-            return p
-        for cand in (p / "latest", p / "checkpoints" / "latest"):
-            if cand.is_file():
-                step = cand.parent / cand.read_text().strip()
-                if (step / "trainer_state.json").is_file():
-                    return step
-        raise ConfigError(f"training.resume_from_checkpoint: no complete checkpoint at {spec}")
+        found = checkpoint_at(spec)
+        if found is None:
+            raise ConfigError(f"training.resume_from_checkpoint: no complete checkpoint at {spec}")
+        return found
 
     def steps(self) -> list[tuple[int, Path]]:
         if not self.dir.is_dir():

@@ -7,8 +7,7 @@ eval set.
 
 from __future__ import annotations
 
-from speechlm import by_part, wer
-from speechlm import eval as ev
+from speechlm import by_part, inference, wer
 
 
 def transcribe_eval(model, cfg) -> tuple[dict[str, float], str]:
@@ -17,7 +16,7 @@ def transcribe_eval(model, cfg) -> tuple[dict[str, float], str]:
     split = "eval"
     for ds in cfg.data.eval:
         split = ds.split
-        res = ev.evaluate(
+        res = inference.evaluate(
             model, ds.path, cfg.training.eval_transcribe_clips, cfg.training.per_device_eval_batch_size, ds.split
         )
         rows += res["rows"]

@@ -11,6 +11,7 @@ bases is this file's own: from this folder (encoder/, decoder/) or from the Hub 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,16 +20,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from .configuration_speechlm import SpeechLMConfig
+from .speechlm_batching import transcribe_long, transcribe_windows
 from .speechlm_core import DTYPES, FAMILIES, TokenLoss, assemble_folder_model, base_in_folder, read_config
-from .speechlm_longform import (
-    DEFAULT_STRATEGY,
-    MERGE_SECONDS,
-    MIN_PAUSE_SECONDS,
-    THRESHOLD_DB,
-    timed_clip,
-    transcribe_long,
-    transcribe_windows,
-)
+from .speechlm_longform import DEFAULT_LONG_FORM, LongForm
+from .speechlm_stitch import timed_clip
 
 
 def _local_folder(name_or_path, revision=None, **hub) -> Path:
@@ -112,31 +107,23 @@ class SpeechLMForASR(PreTrainedModel):
     def transcribe(
         self,
         waves,
-        window_seconds: float = 20.0,
-        strategy: str = DEFAULT_STRATEGY,
         batch_size: int = 16,
         max_new_tokens: int | None = None,
-        threshold_db: float = THRESHOLD_DB,
-        min_pause_seconds: float = MIN_PAUSE_SECONDS,
-        merge_seconds: float = MERGE_SECONDS,
         timestamps: bool = False,
+        long_form: LongForm = DEFAULT_LONG_FORM,
+        **settings,
     ) -> list:
         """16 kHz mono float clips of any length -> transcripts, exactly as `speechlm.transcribe` does
-        (the same cut, speechlm_longform.py: by default at every pause, silence left out). With
-        `timestamps`, per clip {"text", "segments", "words"}: each word's start and end in seconds of the
-        recording and its confidence, from the model's own CTC head (speechlm_align.py)."""
-        limit = self.model.family.max_seconds
-        window = min(window_seconds, limit) if limit else window_seconds
-        cut = dict(
-            batch_size=batch_size,
-            min_samples=self.model.features.min_samples,
-            threshold_db=threshold_db,
-            min_pause_seconds=min_pause_seconds,
-            merge_seconds=merge_seconds,
-        )
+        (the same cut, speechlm_longform.py: by default at every pause, silence left out). `long_form`,
+        or its fields as keywords (`strategy="pause"`, `window_seconds=30`, ...), says how long audio is
+        cut; the window is at most the encoder's limit. With `timestamps`, per clip {"text", "segments",
+        "words"}: each word's start and end in seconds of the recording and its confidence, from the
+        model's own CTC head (speechlm_align.py)."""
+        lf = replace(long_form, **settings).capped(self.model.family.max_seconds)
+        min_samples = self.model.features.min_samples
         if not timestamps:
             run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens)  # noqa: E731
-            return transcribe_long(run, waves, window, strategy=strategy, **cut)
+            return transcribe_long(run, waves, lf, batch_size, min_samples)
         run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens, timestamps=True)  # noqa: E731
-        spans, outs = transcribe_windows(run, waves, window, strategy=strategy, **cut)
-        return [timed_clip(sp, out, strategy, w) for sp, out, w in zip(spans, outs, waves)]
+        spans, outs = transcribe_windows(run, waves, lf, batch_size, min_samples)
+        return [timed_clip(sp, out, lf.strategy, w) for sp, out, w in zip(spans, outs, waves)]

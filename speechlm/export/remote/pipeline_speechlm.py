@@ -8,19 +8,24 @@
 
 Audio of any length: cut at its pauses into segments of speech, silence left out, none longer than
 the window (speechlm_longform.py, the module speechlm.transcribe uses, with its defaults; the keywords
-`strategy`, `window_seconds`, `threshold_db`, `min_pause_seconds` and `merge_seconds` change them).
+`strategy`, `window_seconds`, `threshold_db`, `min_pause_seconds`, `merge_seconds` and the other fields
+of its `LongForm` change them).
 Files are decoded with soundfile; other sample rates resampled with soxr (both optional: pass 16 kHz
 arrays without them).
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 from transformers import Pipeline
 
+from .speechlm_longform import LongForm
+
 SAMPLE_RATE = 16000
 # keywords passed on to SpeechLMForASR.transcribe (the long-form cut and the token budget)
-FORWARD_KEYS = ("window_seconds", "strategy", "max_new_tokens", "threshold_db", "min_pause_seconds", "merge_seconds")
+FORWARD_KEYS = ("max_new_tokens", *(f.name for f in fields(LongForm)))
 
 
 def _to_16k(wave, sr: int) -> np.ndarray:

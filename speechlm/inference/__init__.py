@@ -1,0 +1,79 @@
+"""Inference: what `speechlm transcribe`, `speechlm eval`, the server, in-training WER and bench/ call.
+
+    model = load_model("outputs/RUN")                     # a model folder, checkpoint, run dir or Hub id
+    transcribe_files(model, ["talk.flac"])                # texts of files of any length
+    transcribe_waves(model, waves, long_form=LongForm(strategy="pause"))
+    transcribe_timed(model, waves)                        # + segments and word times (the CTC head)
+    evaluate(model, "shards/demo", n=200)                 # corpus WER, worst clips, rows
+
+Modules: the long-form cut, numpy only and carried verbatim by the export (longform.py: `LongForm`,
+the settings; cut.py: the ranges; stitch.py: texts and times put back together; batching.py: every
+window of every clip as one sorted, batched job); transcribe.py (a model's transcripts); args.py
+(the CLIs' long-form flags -> `LongForm`); load.py (`-m MODEL` -> a model); datasets.py and
+evaluation.py (test sets, WER, word-time scores).
+
+load.py, datasets.py and evaluation.py pull in the model stack and the data reader (torch,
+transformers): they are imported when one of their names is first used, so a CLI parses and checks
+its arguments (and `--help` answers) before that.
+"""
+
+from __future__ import annotations
+
+from speechlm.inference.args import add_long_form_args, check_max_seconds, long_form_from_args
+from speechlm.inference.longform import DEFAULT_LONG_FORM, SAMPLE_RATE, STRATEGIES, WINDOW_SECONDS, LongForm
+from speechlm.inference.stitch import timed_clip
+from speechlm.inference.transcribe import (
+    MAX_SECONDS,
+    batch_transcriber,
+    clip_spans,
+    load_clip,
+    long_form_for,
+    transcribe_files,
+    transcribe_timed,
+    transcribe_waves,
+)
+
+# names of the modules that need the model stack, imported on first use (see above)
+_HEAVY = {
+    "load_model": "load",
+    "local_model": "load",
+    "resolve_model_dir": "load",
+    "dataset_clips": "datasets",
+    "evaluate": "evaluation",
+    "condition": "evaluation",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HEAVY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from speechlm.inference import datasets, evaluation, load  # torch, transformers: on first use, see above
+
+    return getattr({"load": load, "datasets": datasets, "evaluation": evaluation}[_HEAVY[name]], name)
+
+
+__all__ = [
+    "DEFAULT_LONG_FORM",
+    "MAX_SECONDS",
+    "SAMPLE_RATE",
+    "STRATEGIES",
+    "WINDOW_SECONDS",
+    "LongForm",
+    "add_long_form_args",
+    "batch_transcriber",
+    "check_max_seconds",
+    "clip_spans",
+    "condition",
+    "dataset_clips",
+    "evaluate",
+    "load_clip",
+    "load_model",
+    "local_model",
+    "long_form_for",
+    "long_form_from_args",
+    "resolve_model_dir",
+    "timed_clip",
+    "transcribe_files",
+    "transcribe_timed",
+    "transcribe_waves",
+]

@@ -1,0 +1,99 @@
+"""A model's transcripts of clips of any length, as `speechlm transcribe`, `speechlm eval` and the server
+give them: audio loading with clear errors, the `max_seconds` bound, the long-form settings fitted to
+the model's encoder, and its batch function under the windowed, sorted, batched job (`batching`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from speechlm import audio
+from speechlm.config import ConfigError
+from speechlm.inference.batching import transcribe_long, transcribe_windows
+from speechlm.inference.cut import clip_spans as cut_spans
+from speechlm.inference.longform import DEFAULT_LONG_FORM, LongForm
+from speechlm.inference.stitch import timed_clip
+
+MAX_SECONDS = 4 * 3600.0  # the longest input accepted by default: a long meeting
+
+
+def long_form_for(model, long_form: LongForm = DEFAULT_LONG_FORM) -> LongForm:
+    """`long_form` with its window at most the model's encoder takes (Whisper's 30 s, say)."""
+    return long_form.capped(model.family.max_seconds)
+
+
+def load_clip(src, name: str, max_seconds: float | None = MAX_SECONDS) -> np.ndarray:
+    """16 kHz mono audio of a file path, bytes or an already decoded 16 kHz array (the shard reader's);
+    a ConfigError naming `name` when it can't be used."""
+    try:
+        wave = src if isinstance(src, np.ndarray) else audio.load(src)
+    except audio.AudioError as e:
+        raise ConfigError(f"{name}: {e}") from None
+    if max_seconds and len(wave) > max_seconds * audio.SAMPLE_RATE:
+        raise ConfigError(
+            f"{name}: {len(wave) / audio.SAMPLE_RATE:.1f} s is longer than max_seconds "
+            f"({max_seconds:g} s); raise --max-seconds to accept it"
+        )
+    return wave
+
+
+def batch_transcriber(model, stops: dict | None = None, timestamps: bool = False) -> Callable[[list[np.ndarray]], list]:
+    """The texts of one batch of windows (`SpeechLM.transcribe`), as `transcribe_waves` batches them
+    (with `timestamps`, dicts with the text and its words); `stops`, if given, counts the windows whose
+    generation ended on the token budget ("capped") or the loop rule ("loops_truncated") rather than on
+    end-of-turn."""
+
+    def batch(ws: list[np.ndarray]) -> list:
+        outs = model.transcribe(ws, details=True, timestamps=timestamps)
+        if stops is not None:
+            stops["capped"] = stops.get("capped", 0) + sum(bool(o["capped"]) for o in outs)
+            stops["loops_truncated"] = stops.get("loops_truncated", 0) + sum(bool(o["loop"]) for o in outs)
+        return outs if timestamps else [o["text"] for o in outs]
+
+    return batch
+
+
+def clip_spans(model, wave: np.ndarray, long_form: LongForm = DEFAULT_LONG_FORM) -> list[tuple[int, int]]:
+    """The (start, end) sample ranges of one 16 kHz clip that `transcribe_waves` transcribes with the
+    same settings (their texts, in order, joined by `stitch.join`, are its transcript)."""
+    return cut_spans(np.asarray(wave), long_form_for(model, long_form), model.features.min_samples)
+
+
+def transcribe_waves(
+    model, waves: list[np.ndarray], batch_size: int = 16, long_form: LongForm = DEFAULT_LONG_FORM, stops=None
+) -> list[str]:
+    """Transcripts of 16 kHz clips of any length: windows sorted by length and batched. `stops`, if
+    given, counts the windows whose generation ended on the token budget ("capped") or the loop rule
+    ("loops_truncated") rather than on end-of-turn."""
+    lf = long_form_for(model, long_form)
+    return transcribe_long(batch_transcriber(model, stops), waves, lf, batch_size, model.features.min_samples)
+
+
+def transcribe_timed(
+    model, waves: list[np.ndarray], batch_size: int = 16, long_form: LongForm = DEFAULT_LONG_FORM, stops=None
+) -> list[dict]:
+    """`transcribe_waves` with times: per clip {"text" (the same text), "segments" (the long-form cut's
+    segments with their text and words), "words" ({"text", "start", "end", "confidence"}, seconds in the
+    recording's clock; start/end None for a word the CTC head could not place)}."""
+    lf = long_form_for(model, long_form)
+    run = batch_transcriber(model, stops, timestamps=True)
+    spans, outs = transcribe_windows(run, waves, lf, batch_size, model.features.min_samples)
+    return [timed_clip(sp, out, lf.strategy, w) for sp, out, w in zip(spans, outs, waves)]
+
+
+def transcribe_files(
+    model,
+    paths: list[str],
+    batch_size: int = 16,
+    long_form: LongForm = DEFAULT_LONG_FORM,
+    max_seconds: float | None = MAX_SECONDS,
+) -> list[str]:
+    """Transcripts of audio files (any format libsndfile reads, any rate: mixed to mono, resampled)."""
+    waves = []
+    for p in paths:
+        if not Path(p).is_file():
+            raise ConfigError(f"no such audio file: {p}")
+        waves.append(load_clip(p, p, max_seconds))
+    return transcribe_waves(model, waves, batch_size, long_form)
