@@ -409,6 +409,3 @@ def main(argv: list[str] | None = None, prog: str = "speechlm runpod") -> int:
         "down": cmd_down,
     }[a.cmd](a)
 
-
-if __name__ == "__main__":
-    sys.exit(main(prog="python -m speechlm.runpod"))
