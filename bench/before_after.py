@@ -4,8 +4,9 @@
 
 Each revision is checked out into a temporary `git worktree add --detach` (removed at the end; the
 default --after is this working tree as it is, uncommitted changes included). Then, for --rounds
-rounds, before and after take turns (before, after, before, after, ...: a shared machine's drift
-hits both alike), each run a fresh process with its own tree first on PYTHONPATH and as its cwd:
+rounds, before and after take turns, the first of a round swapping each round (before, after,
+after, before, before, after, ...: a shared machine's drift, even a steady one, hits both alike),
+each run a fresh process with its own tree first on PYTHONPATH and as its cwd:
 
 - train step: `bench/train.py --child speechlm` (the speechlm trainer on the tiny twin, batch 8,
   world size 1, CPU), median wall time per step after --warmup steps;
@@ -22,7 +23,9 @@ and read by both sides.
 
 The table gives per measure the median of each side, the ratio after/before and each side's spread
 (min-max over its runs). The verdict is "unchanged within noise" when the ratio's distance from 1 is
-within the runs' own relative spread ((max - min) / median, the larger side's).
+within the runs' own spread: each side's (max - min) / median, added. Runs in separate processes
+differ by several percent on a shared machine even for the same code (docs/benchmarks.md, the same
+revision against itself), so two rounds say little; take 3 or more.
 """
 
 from __future__ import annotations
@@ -50,7 +53,9 @@ def compare(before: list[float], after: list[float]) -> dict:
     """Medians, ratio after/before, spreads and the verdict for one measure's runs."""
     mb, ma = statistics.median(before), statistics.median(after)
     ratio = ma / mb
-    noise = max((max(v) - min(v)) / statistics.median(v) for v in (before, after))
+    # each side's relative spread, added: the most two medians can differ while both ranges still
+    # overlap (that is, while the runs cannot tell the sides apart)
+    noise = sum((max(v) - min(v)) / statistics.median(v) for v in (before, after))
     if min(len(before), len(after)) < 2:
         verdict = "no spread with one run a side: not judged"
     elif abs(ratio - 1) <= noise:
@@ -193,8 +198,9 @@ def main(argv: list[str] | None = None) -> None:
             check_imports_from(tree, env)
         shards = build_shards(trees[1], tmp / "shards" / "synthetic", env, args.clips)
         runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+        sides = [("before", trees[0], names[0]), ("after", trees[1], names[1])]
         for r in range(args.rounds):
-            for side, tree, name in (("before", trees[0], names[0]), ("after", trees[1], names[1])):
+            for side, tree, name in sides if r % 2 == 0 else sides[::-1]:
                 runs[side].append(one_side(tree, args, shards, env))
                 print(f"round {r + 1} {name}: {runs[side][-1]}", flush=True)
     finally:

@@ -19,14 +19,14 @@ def test_a_difference_within_the_runs_spread_is_unchanged():
     assert r["median_before"] == 105.0 and r["median_after"] == 108.0
     assert r["ratio"] == pytest.approx(108 / 105)
     assert r["spread_before"] == [100.0, 110.0] and r["spread_after"] == [104.0, 112.0]
-    assert r["noise"] == pytest.approx(10 / 105)  # the wider side's (max - min) / median
+    assert r["noise"] == pytest.approx(10 / 105 + 8 / 108)  # each side's (max - min) / median, added
     assert r["verdict"] == "unchanged within noise"
 
 
 def test_a_difference_beyond_the_spread_is_named_with_its_size():
     r = before_after.compare([100.0, 101.0, 102.0], [120.0, 121.0, 119.0])
     assert r["ratio"] == pytest.approx(120 / 101)
-    assert r["verdict"].startswith("changed: +18.8% beyond the runs' spread (+-2.0%)"), r["verdict"]
+    assert r["verdict"] == "changed: +18.8% beyond the runs' spread (+-3.6%)", r["verdict"]
 
 
 def test_one_run_a_side_is_not_judged():
