@@ -4,11 +4,14 @@ DataLoader), with the same decoding (speechlm.audio) and the same Collator (feat
 
     python bench/reader.py [--clips 480] [--batch 16] [--workers 1] [--repeats 2]
     python bench/reader.py --augment [--recipe production] [--override data.augment.speed.prob=0]
+    python bench/reader.py --only-reader [--durations uniform] [--clips 240]
 
 Reports clips per CPU second into ready batches (the work runs in-process, torch on one thread, so
 this is per core and robust on a shared machine), the padding share of audio frames and text
 tokens in both, and how long planning a large manifest takes. With --augment: clips per CPU second
-of the same reader with the recipe's `data.augment` on and off, interleaved runs, best of N.
+of the same reader with the recipe's `data.augment` on and off, interleaved runs, best of N. With
+--only-reader: speechlm's reader alone (best of N per duration kind), ending with a `BENCH {json}`
+line of clips per CPU second (what bench/before_after.py reads).
 """
 
 from __future__ import annotations
@@ -189,6 +192,21 @@ def bench_augment(kind, args, collator):
     )
 
 
+def bench_reader_only(kind, args, collator) -> float:
+    """Clips per CPU second of speechlm's reader alone, best of --repeats."""
+    clips = make_clips(args.clips, kind)
+    with tempfile.TemporaryDirectory() as tmp:
+        shards = write_shards(clips, Path(tmp), args.per_shard)
+        best = float("inf")
+        for _ in range(args.repeats):
+            cpu, _, batches = run_reader(shards, collator, args.batch, args.workers)
+            n = sum(int((b["weight"] > 0).sum()) for b in batches)
+            assert n == len(clips), n
+            best = min(best, cpu)
+    print(f"[{kind} durations] reader: {len(clips) / best:.1f} clips per CPU second", flush=True)
+    return len(clips) / best
+
+
 def run_map(path, collator, batch, workers):
     return timed(
         torch.utils.data.DataLoader(
@@ -248,6 +266,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--plan-clips", type=int, default=1_000_000)
     ap.add_argument("--augment", action="store_true", help="only: the reader with and without data.augment")
+    ap.add_argument("--only-reader", action="store_true", help="only speechlm's reader; a BENCH json line at the end")
     ap.add_argument("--recipe", default="production", help="whose data.augment --augment measures")
     ap.add_argument(
         "--override", nargs="*", default=[], help="key=value on that recipe, e.g. data.augment.speed.prob=0"
@@ -266,6 +285,10 @@ def main(argv=None):
     if args.augment:
         for kind in args.durations.split(","):
             bench_augment(kind, args, collator)
+        return
+    if args.only_reader:
+        rates = {kind: bench_reader_only(kind, args, collator) for kind in args.durations.split(",")}
+        print("BENCH " + json.dumps({"clips_per_cpu_s": rates}), flush=True)
         return
     for kind in args.durations.split(","):
         bench_one(kind, args, collator, datasets)

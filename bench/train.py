@@ -3,7 +3,8 @@
 All three train the tiny twin on the synthetic shards with the same TrainLoader, the same AdamW
 parameter groups, the same warmup+cosine schedule and clipping, world size 1 on CPU. Each runs in
 its own process; the figure is the median wall time per optimizer step (data fetch included) after
-`--warmup` steps. Usage: python bench/train.py [--steps 40] [--warmup 5]
+`--warmup` steps. Usage: python bench/train.py [--steps 40] [--warmup 5] [--override KEY=VALUE ...]
+(`--override` adds config overrides to every run, e.g. another shard set for data.train.)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ OVERRIDES = [
     "data.eval=[]",
     "training.report_to=none",
 ]
+EXTRA: list[str] = []  # --override
 
 
 def load_cfg(steps: int, out: str):
@@ -38,7 +40,7 @@ def load_cfg(steps: int, out: str):
         config_mod.Config,
         "tiny",
         None,
-        OVERRIDES + [f"training.max_steps={steps}", f"training.output_dir={out}", "training.run_name=bench"],
+        OVERRIDES + EXTRA + [f"training.max_steps={steps}", f"training.output_dir={out}", "training.run_name=bench"],
     )
 
 
@@ -147,7 +149,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="rounds; each kind's best median counts (CPU noise)")
     ap.add_argument("--child", default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--override", nargs="*", default=[], help="config key=value added to every run")
     a = ap.parse_args()
+    EXTRA.extend(a.override)
     if a.child:
         return child(a.child, a.steps, a.out)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1"}
@@ -157,7 +161,8 @@ def main() -> None:
         for kind in kinds[r % 3 :] + kinds[: r % 3]:  # rotate the order so drift hits each kind alike
             with tempfile.TemporaryDirectory() as out:
                 p = subprocess.run(
-                    [sys.executable, __file__, "--child", kind, "--steps", str(a.steps), "--out", out],
+                    [sys.executable, __file__, "--child", kind, "--steps", str(a.steps), "--out", out, "--override"]
+                    + a.override,
                     env=env,
                     cwd=ROOT,
                     capture_output=True,

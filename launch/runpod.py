@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """`python launch/runpod.py ...` from a checkout: the same commands as `speechlm runpod ...`
-(the code is speechlm/runpod.py)."""
+(the code is speechlm/runpod/)."""
 
 import sys
 from pathlib import Path

@@ -27,7 +27,7 @@ from speechlm.model.encoders import family_for
 from speechlm.model.io import save_pretrained
 from speechlm.model.kernels import log_kernels
 from speechlm.model.parts import preflight
-from speechlm.train import autobatch, optim
+from speechlm.train import autobatch, optim, step_stats
 from speechlm.train import checkpoint as ckpt_mod
 from speechlm.train import engine as engine_mod
 from speechlm.train import final as final_mod
@@ -196,13 +196,13 @@ class Trainer:
         while self.step < total:
             t0 = time.perf_counter()
             stats, ids, batches = self._accumulate(batches)
-            signum = self._reduce(stats, stop)
+            signum = step_stats.reduce(stats, stop.signum, self.world)  # sums over ranks, in place
             applied = self.engine.was_step_applied()
             self.step += 1
             dt = time.perf_counter() - t0
-            if stats[2] > 0 or not applied:
+            if stats[step_stats.NONFINITE] > 0 or not applied:
                 nonfinite_in_a_row += 1
-                self._report_nonfinite(ids, nonfinite_in_a_row)
+                step_stats.report_nonfinite(self.metrics, self.step, ids, nonfinite_in_a_row, self.world)
                 if nonfinite_in_a_row >= t.max_nonfinite_in_a_row:
                     self.metrics.line(
                         f"stopping: {nonfinite_in_a_row} non-finite steps in a row "
@@ -234,9 +234,10 @@ class Trainer:
 
     def _accumulate(self, batches):
         """One optimizer step: `accumulation` micro batches forward, backward and DeepSpeed's step (which
-        applies the update on the last). Returns this rank's stats (loss, micro batches, non-finite micro
-        batches, tokens, clips, audio seconds), the clip ids trained on, and the batch iterator."""
-        stats = torch.zeros(6, dtype=torch.float64)
+        applies the update on the last). Returns this rank's stats (speechlm.train.step_stats: loss, micro
+        batches, non-finite micro batches, tokens, clips, audio seconds), the clip ids trained on, and the
+        batch iterator."""
+        stats = step_stats.zeros()
         ids = []
         # the first ctc_warmup_steps teach the projector alone, by CTC (speechlm.model.ctc)
         objective = "ctc" if self.step < self.t.ctc_warmup_steps else "lm"
@@ -250,21 +251,10 @@ class Trainer:
             out = self.engine(**to_device(batch, self.device), objective=objective)
             self.engine.backward(out.loss)
             self.engine.step()
-            lv = float(out.loss.detach().float())
-            finite = math.isfinite(lv)
             audio = float(batch["audio_seconds"][batch["weight"] > 0].sum())
-            row = [lv if finite else 0.0, 1, 0 if finite else 1, float(out.num_tokens), len(real), audio]
-            stats += torch.tensor(row, dtype=torch.float64)
+            stats += step_stats.micro_row(float(out.loss.detach().float()), float(out.num_tokens), len(real), audio)
         self.ledger.flush()
         return stats, ids, batches
-
-    def _reduce(self, stats: torch.Tensor, stop: StopFlag) -> int:
-        """Sums `stats` over ranks (in place); the largest stop signal pending on any rank (0: none)."""
-        sig = torch.tensor([stop.signum], dtype=torch.long)
-        if self.world > 1:
-            dist.all_reduce(stats)
-            dist.all_reduce(sig, op=dist.ReduceOp.MAX)
-        return int(sig.item())
 
     def _next_batch(self, batches):
         try:
@@ -277,53 +267,17 @@ class Trainer:
     # ------------------------------------------------------------------ pieces
     def _log_step(self, stats: torch.Tensor, dt: float, applied: bool) -> None:
         t = self.t
-        n_micro = max(1.0, float(stats[1] - stats[2]))
-        loss = float(stats[0]) / n_micro
-        grad_norm = self.engine.get_global_grad_norm() if applied else float("nan")
-        grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
-        lrs = {f"train/learning_rate/{g.get('name', i)}": g["lr"] for i, g in enumerate(self.optimizer.param_groups)}
-        lr = next(
-            (g["lr"] for g in self.optimizer.param_groups if g.get("name") == "projector"),
-            self.optimizer.param_groups[0]["lr"],
-        )
+        grad_norm = self.engine.get_global_grad_norm() if applied else None
+        row = step_stats.figures(stats, dt, grad_norm, self.optimizer.param_groups, self.epoch, applied)
+        grad_norm = row["train/grad_norm"]
         if applied and math.isfinite(grad_norm) and grad_norm > t.grad_norm_spike:
             log.warning(
                 "step %d: grad norm %.1f above training.grad_norm_spike=%.1f", self.step, grad_norm, t.grad_norm_spike
             )
-        self.metrics.progress(self.step, loss, lr)
+        self.metrics.progress(self.step, row["train/loss"], row["train/learning_rate"])
         if self.step % max(1, t.logging_steps) and self.step != self.settings.total_steps and self.step != 1:
             return
-        self.metrics.log(
-            self.step,
-            {
-                "train/loss": loss,
-                "train/grad_norm": grad_norm,
-                "train/learning_rate": lr,
-                **lrs,
-                "train/epoch": self.epoch,
-                "train/step_applied": applied,
-                "perf/step_time_s": dt,
-                "perf/samples_per_s": float(stats[4]) / dt,
-                "perf/audio_seconds_per_s": float(stats[5]) / dt,
-                "perf/tokens_per_s": float(stats[3]) / dt,
-                "perf/peak_memory_gb": peak_memory_gb(self.device),
-            },
-        )
-
-    def _report_nonfinite(self, ids: list[str], count: int) -> None:
-        every = [None] * self.world
-        if self.world > 1:
-            dist.all_gather_object(every, ids)
-        else:
-            every = [ids]
-        clips = [i for r in every for i in r]
-        log.warning(
-            "step %d: non-finite loss or gradient; update skipped (%d in a row); clips: %s",
-            self.step,
-            count,
-            ", ".join(clips),
-        )
-        self.metrics.log(self.step, {"train/nonfinite_step": 1, "train/nonfinite_clips": clips})
+        self.metrics.log(self.step, {**row, "perf/peak_memory_gb": peak_memory_gb(self.device)})
 
     @torch.no_grad()
     def evaluate(self) -> float | None:
