@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from speechlm import inference
-from speechlm.config import ConfigError, cli_errors
+from speechlm.config import ConfigError, cli_errors, command_parser
 
 EXAMPLES = """examples:
   speechlm eval -m outputs/RUN -d loquacious_small -n 200            # a run dir means its latest checkpoint
@@ -58,12 +58,7 @@ def print_table(results: list[dict]) -> None:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog=prog,
-        description=__doc__.split("\n")[0],
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = command_parser(prog, __doc__.split("\n")[0], EXAMPLES)
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("-d", "--dataset", action="append", required=True)
     ap.add_argument("-n", type=int, default=None, help="clips per dataset (default: all)")

@@ -8,7 +8,6 @@ One glance should tell whether the loss fell in the first few hundred steps.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
@@ -18,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: pods, CI, Slurm nodes
 import matplotlib.pyplot as plt  # noqa: E402
 
-from speechlm.config import ConfigError, cli_errors  # noqa: E402
+from speechlm.config import ConfigError, cli_errors, command_parser  # noqa: E402
 
 EXAMPLES = """example:
   speechlm report outputs/demo                # writes outputs/demo/plots/overview.png and one PNG per panel"""
@@ -112,12 +111,7 @@ def write_plots(run_dir: str | Path) -> list[Path]:
 
 @cli_errors
 def main(argv=None, prog: str = "python -m speechlm.report"):
-    ap = argparse.ArgumentParser(
-        prog=prog,
-        description=__doc__.split("\n")[0],
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = command_parser(prog, __doc__.split("\n")[0], EXAMPLES)
     ap.add_argument("run_dir")
     args = ap.parse_args(argv)
     for p in write_plots(args.run_dir):

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from speechlm import inference, subtitles
-from speechlm.config import ConfigError, cli_errors
+from speechlm.config import ConfigError, cli_errors, command_parser
 
 EXAMPLES = """examples:
   speechlm transcribe -m outputs/RUN clip.wav                        # a run dir means its latest checkpoint
@@ -35,12 +35,7 @@ EXAMPLES = """examples:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog=prog,
-        description=__doc__.split("\n")[0],
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = command_parser(prog, __doc__.split("\n")[0], EXAMPLES)
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("audio", nargs="+")
     ap.add_argument("--batch-size", type=int, default=16)

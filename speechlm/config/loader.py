@@ -8,6 +8,7 @@ the key, the file it came from and the nearest valid key, so CLIs can print one 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import functools
@@ -299,6 +300,14 @@ def dump(cfg, path: str | Path) -> None:
     """Save the resolved config beside an output (it holds no secrets: tokens come from the env)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+
+
+def command_parser(prog: str, description: str, examples: str) -> argparse.ArgumentParser:
+    """The parser every `speechlm` subcommand starts from: its one-line description, and its examples
+    kept as written under the options in --help."""
+    return argparse.ArgumentParser(
+        prog=prog, description=description, epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
 
 
 def cli_errors(fn):

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from speechlm import by_part, pretrained, report, shard
-from speechlm.config import REPO_ROOT, ConfigError, cli_errors, load
+from speechlm.config import REPO_ROOT, ConfigError, cli_errors, command_parser, load
 from speechlm.demo import listening
 
 EXAMPLES = """examples:
@@ -57,12 +57,7 @@ def _losses(run_dir: Path) -> tuple[list[float], list[float]]:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog=prog,
-        description=__doc__.split("\n")[0],
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = command_parser(prog, __doc__.split("\n")[0], EXAMPLES)
     ap.add_argument("--out", default="outputs", help="training.output_dir")
     ap.add_argument("--name", default="demo", help="training.run_name")
     ap.add_argument("--eval-split", default="test")

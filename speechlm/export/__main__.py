@@ -6,9 +6,7 @@ speechlm export CHECKPOINT_OR_RUN OUT [--merge-lora]
 
 from __future__ import annotations
 
-import argparse
-
-from speechlm.config import cli_errors
+from speechlm.config import cli_errors, command_parser
 
 EXAMPLES = """examples:
   speechlm export outputs/RUN outputs/RUN-hf                         # a run dir means its latest checkpoint
@@ -17,12 +15,7 @@ EXAMPLES = """examples:
 
 @cli_errors
 def main(argv=None, prog: str = "python -m speechlm.export") -> None:
-    ap = argparse.ArgumentParser(
-        prog=prog,
-        description=__doc__.splitlines()[0],
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = command_parser(prog, __doc__.splitlines()[0], EXAMPLES)
     ap.add_argument(
         "model", help="a checkpoint step-N, its model/ folder, a run folder (latest checkpoint) or a Hub id"
     )

@@ -8,7 +8,6 @@ speechlm/model/configs/) and prints parameter counts per part: encoder, projecto
 
 from __future__ import annotations
 
-import argparse
 import os
 
 from speechlm import config as C
@@ -21,12 +20,7 @@ EXAMPLES = """examples:
 
 @C.cli_errors
 def main(argv=None, prog: str = "python -m speechlm.model") -> None:
-    ap = argparse.ArgumentParser(
-        prog=prog,
-        description=__doc__.splitlines()[0],
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = C.command_parser(prog, __doc__.splitlines()[0], EXAMPLES)
     ap.add_argument("--config", default=None, help="recipe name or YAML path (default: production)")
     ap.add_argument("--experiment", default=None)
     ap.add_argument("--count", action="store_true", help="print parameter counts (meta device, no downloads)")

@@ -58,7 +58,7 @@ import argparse
 import json
 import os
 
-from speechlm.config import Config, ConfigError, cli_errors, load
+from speechlm.config import Config, ConfigError, cli_errors, command_parser, load
 from speechlm.model.build import make_loss
 from speechlm.model.loss import ChunkedCrossEntropy
 from speechlm.plan.auto import device_memory_gib, pick, target_clips
@@ -276,12 +276,7 @@ EXAMPLES = """examples:
 
 
 def build_parser(prog: str = "python -m speechlm.plan") -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog=prog,
-        description=__doc__.splitlines()[0],
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = command_parser(prog, __doc__.splitlines()[0], EXAMPLES)
     add_plan_args(ap)
     return ap
 

@@ -10,7 +10,7 @@ import time
 
 import uvicorn
 
-from speechlm.config import cli_errors
+from speechlm.config import cli_errors, command_parser
 from speechlm.inference import add_long_form_args, long_form_from_args
 from speechlm.serve.app import create_app
 from speechlm.serve.batcher import Batcher
@@ -35,11 +35,8 @@ long-form flags); the segments of concurrent requests share the model's batches.
 
 
 def build_parser(prog: str = "python -m speechlm.serve") -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog=prog,
-        description="Serve a speechlm model behind OpenAI's transcription API (POST /v1/audio/transcriptions).",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ap = command_parser(
+        prog, "Serve a speechlm model behind OpenAI's transcription API (POST /v1/audio/transcriptions).", EXAMPLES
     )
     ap.add_argument("model", help="export folder, checkpoint, run folder or Hub id")
     ap.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")

@@ -6,11 +6,10 @@ speechlm shard merge DIR     (after all N tasks of a split build)
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 
-from speechlm.config import cli_errors
+from speechlm.config import cli_errors, command_parser
 from speechlm.shard.merge import merge
 from speechlm.shard.pipeline import build
 
@@ -26,18 +25,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m speechlm.shard") 
     argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     if argv[:1] == ["merge"]:
-        ap = argparse.ArgumentParser(
-            prog=f"{prog} merge",
-            description="rename the tasks' tars and write the one manifest.json",
-            epilog="example:\n  speechlm shard merge /shared/multiasr",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+        ap = command_parser(
+            f"{prog} merge",
+            "rename the tasks' tars and write the one manifest.json",
+            "example:\n  speechlm shard merge /shared/multiasr",
         )
         ap.add_argument("dir", help="the --out folder every task built into")
         print(merge(ap.parse_args(argv[1:]).dir))
         return
-    ap = argparse.ArgumentParser(
-        prog=prog, description=__doc__, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = command_parser(prog, __doc__, EXAMPLES)
     ap.add_argument("--config", required=True, help="recipe file, or the name of one in shards/")
     ap.add_argument("--out", help="output folder (default: shards/<recipe name>/ beside the recipe)")
     ap.add_argument("--workers", type=int, help="worker processes (default: the recipe's, else one per core)")

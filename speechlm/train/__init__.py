@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from speechlm import config as config_mod
-from speechlm.config import Config
+from speechlm.config import Config, command_parser
 
 EXAMPLES = """examples:
   speechlm train --config tiny                      # CPU rehearsal on the synthetic corpus (world size 1)
@@ -26,12 +26,7 @@ exit codes: speechlm/train/loop.py"""
 
 
 def parse_args(argv, prog: str = "launch/train.py"):
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description="Train a speech-LLM (DeepSpeed ZeRO).",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(prog, "Train a speech-LLM (DeepSpeed ZeRO).", EXAMPLES)
     p.add_argument("--config", default="production", help="recipe file or shipped name (production, tiny)")
     p.add_argument("--experiment", default=None, help="overlay recipes/experiments/NAME.yaml")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # deepspeed adds it
