@@ -8,7 +8,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "speechlm"
+from paths import REPO
+
+PACKAGE = REPO / "speechlm"
 MAX_LINES = 60
 
 

@@ -8,13 +8,13 @@ import pickle
 import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
 
+from paths import REPO
 from speechlm.audio import SAMPLE_RATE
 from speechlm.config import ConfigError, build
 from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
@@ -249,10 +249,9 @@ def test_clip_seed_does_not_depend_on_python_hash_salt():
         "from speechlm.data.augment import ClipDraws; "
         "print(ClipDraws(44, 3, 'synthetic_000123')['noise'].integers(1 << 62))"
     )
-    root = str(Path(__file__).resolve().parent.parent)
     out = subprocess.run(
         [sys.executable, "-c", code],
-        env=dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=root),
+        env=dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(REPO)),
         capture_output=True,
         text=True,
         check=True,

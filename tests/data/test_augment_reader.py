@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
+from data_helpers import all_ids, write_set
 from speechlm.config import Config, ConfigError, DataSet, load
 from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
 from speechlm.data import EvalLoader, TrainLoader
 from speechlm.data.augment import Augmenter
-from test_data_util import all_ids, write_set
 
 AUG = replace(
     AugmentConfig(enabled=True),

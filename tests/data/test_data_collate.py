@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+from data_helpers import write_set
 from speechlm import text, tiny
 from speechlm.config import ConfigError, DataSet
 from speechlm.data import Collator, TrainLoader
 from speechlm.model.encoders import family_for
 from speechlm.model.encoders.granite import num_feature_frames
-from test_data_util import write_set
 
 PROMPT = "Transcribe the audio."
 

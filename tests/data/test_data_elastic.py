@@ -9,11 +9,11 @@ import collections
 import numpy as np
 import pytest
 
+from data_helpers import all_ids, ids_collate, write_set
 from speechlm.config import DataSet
 from speechlm.data import TrainLoader
 from speechlm.data.catalog import load_catalog
 from speechlm.data.epoch_plan import PAD, plan_epoch
-from test_data_util import all_ids, ids_collate, write_set
 
 OPTS = dict(seed=5, shards_per_block=2, batch_size=4)
 

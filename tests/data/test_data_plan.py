@@ -6,11 +6,11 @@ import collections
 
 import numpy as np
 
+from data_helpers import all_ids, ids_collate, write_set
 from speechlm.config import DataSet
 from speechlm.data import EvalLoader, TrainLoader
 from speechlm.data.catalog import load_catalog
 from speechlm.data.epoch_plan import plan_epoch
-from test_data_util import all_ids, ids_collate, write_set
 
 
 def padding_fraction(batches, durations):

@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
+from data_helpers import all_ids, ids_collate, write_set
 from speechlm.config import ConfigError, DataSet
 from speechlm.data import TrainLoader
-from test_data_util import all_ids, ids_collate, write_set
 
 WORLD, WORKERS = 2, 2
 

@@ -6,8 +6,6 @@ and batches identical to the same set on local disk; missing objects; a server s
 from __future__ import annotations
 
 import contextlib
-import functools
-import http.server
 import logging
 import signal
 import socket
@@ -18,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from data_helpers import all_ids, ids_collate, write_set
 from speechlm.config import Config, ConfigError, DataSet
 from speechlm.data import TrainLoader
 from speechlm.data.remote import RemoteIO, StorageError, cache_name, is_url, join
-from test_data_util import all_ids, ids_collate, write_set
+from tests.infra.httpfolder import HTTPFolder
 
 WORLD, WORKERS = 2, 1
 FAST = RemoteIO(retries=2, timeout_s=5, backoff_s=0.2)  # a dead server is reported within seconds
@@ -41,33 +40,6 @@ def deadline(seconds: float):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-class HTTPFolder:
-    """python's http.server on 127.0.0.1 serving `root`; stop() and start() again on the same port."""
-
-    def __init__(self, root: Path):
-        self.root, self.port, self.srv = root, 0, None
-        self.start()
-
-    def start(self) -> None:
-        self.srv = http.server.ThreadingHTTPServer(
-            ("127.0.0.1", self.port), functools.partial(_Quiet, directory=str(self.root))
-        )
-        self.port = self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def stop(self) -> None:
-        self.srv.shutdown()
-        self.srv.server_close()
-
-    def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{name}"
 
 
 @pytest.fixture()

@@ -6,11 +6,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-from pathlib import Path
 
+from data_helpers import all_ids, ids_collate, write_set
+from paths import TESTS
 from speechlm.config import DataSet
 from speechlm.data import TrainLoader
-from test_data_util import all_ids, ids_collate, write_set
 
 
 def test_workers_ignore_sigterm_and_sigusr1(tmp_path):
@@ -39,10 +39,10 @@ def test_an_exception_with_workers_running_still_exits(tmp_path):
     path = write_set(tmp_path, "a", [6] * 4)
     script = f"""
 import sys
-sys.path.insert(0, {str(Path(__file__).parent)!r})
+sys.path.insert(0, {str(TESTS)!r})
 from speechlm.config import DataSet
 from speechlm.data import TrainLoader
-from test_data_util import ids_collate
+from data_helpers import ids_collate
 loader = TrainLoader([DataSet({str(path)!r})], ids_collate, batch_size=2, num_workers=2, seed=3)
 batches = iter(loader)
 next(batches)

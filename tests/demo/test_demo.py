@@ -16,11 +16,11 @@ import pytest
 import soundfile as sf
 import yaml
 
+from paths import REPO
 from speechlm import audio, inference, transcribe
 from speechlm import eval as ev
 from speechlm.demo import cli as demo
 
-REPO = Path(__file__).resolve().parent.parent
 # the slow test's bounds: a margin above the measured run (docs/benchmarks.md, "The demo learns to listen")
 # (the shipped recipe, 300 CTC + 80 LM steps: try e3 in the tries table; the seen part alone moved
 # 11-24% between close recipes, so its margin is the widest)

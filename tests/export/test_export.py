@@ -4,20 +4,17 @@ and both routes give speechlm.transcribe's transcripts; the merged-LoRA export k
 
 import copy
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-import nospeechlm  # noqa: E402
-from model_helpers import batch, trained_looking, waves  # noqa: E402
-from speechlm.export import generate, write_export  # noqa: E402
-from speechlm.inference import transcribe_files  # noqa: E402
-from speechlm.model import from_pretrained, save_pretrained  # noqa: E402
+import nospeechlm
+from model_helpers import batch, trained_looking, waves
+from speechlm.export import generate, write_export
+from speechlm.inference import transcribe_files
+from speechlm.model import from_pretrained, save_pretrained
 
 LOAD_BOTH_WAYS = """
 import json, sys

@@ -12,7 +12,7 @@ import pytest
 from model_helpers import tiny_config
 from speechlm.config import ConfigError
 from speechlm.inference import dataset_clips, evaluate
-from test_data_remote import HTTPFolder
+from tests.infra.httpfolder import HTTPFolder
 
 
 @pytest.fixture()

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from paths import REPO
 from speechlm import inference
 from speechlm.config import ConfigError
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _model_folder(p: Path) -> Path:

@@ -5,8 +5,6 @@ tiny twin of each encoder family; long-form words on the recording's clock; unpl
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +13,8 @@ import srt
 import torch
 import webvtt
 
-sys.path.insert(0, str(Path(__file__).parent))
-from model_helpers import trained_looking, waves  # noqa: E402
-from speechlm.inference import transcribe_timed, transcribe_waves  # noqa: E402
+from model_helpers import trained_looking, waves
+from speechlm.inference import transcribe_timed, transcribe_waves
 
 
 def _long_clip() -> np.ndarray:

@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 import tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "launch" / "install_gpu_kernels.sh"
+from paths import REPO
+
+SCRIPT = REPO / "launch" / "install_gpu_kernels.sh"
 
 
 def gpu_extra() -> list[str]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
 
 
 def script_kernels() -> list[str]:
@@ -53,7 +54,7 @@ def run_script(tmp: Path, nvidia: bool, **env) -> subprocess.CompletedProcess:
     b = stand_in_bin(tmp, nvidia)
     return subprocess.run(
         ["bash", str(SCRIPT), str(b / "python")],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
@@ -95,7 +96,7 @@ def test_make_setup_installs_the_extra_only_with_nvidia_smi(tmp_path, nvidia):
     b = stand_in_bin(tmp_path, nvidia)
     r = subprocess.run(
         ["make", "-n", "-B", "setup"],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
@@ -111,6 +112,6 @@ def test_runpod_deploy_and_slurm_setup_use_the_script():
 
     deps = runpod.deps_script("/workspace/speechlm")
     assert "pip install -q -e '.[dev]'; bash launch/install_gpu_kernels.sh .venv/bin/python;" in deps
-    slurm = (ROOT / "slurm" / "setup.sh").read_text()
+    slurm = (REPO / "slurm" / "setup.sh").read_text()
     assert "bash launch/install_gpu_kernels.sh .venv/bin/python" in slurm
-    assert subprocess.run(["bash", "-n", str(ROOT / "slurm" / "setup.sh")]).returncode == 0
+    assert subprocess.run(["bash", "-n", str(REPO / "slurm" / "setup.sh")]).returncode == 0

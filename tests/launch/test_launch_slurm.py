@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from paths import REPO
 from tests.infra import slurm as slurm_infra
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(slurm_infra.available() is not None, reason=str(slurm_infra.available())),
@@ -48,7 +48,7 @@ def sbatch(env, tmp: Path, name: str, shards: Path, *overrides: str) -> str:
         "training.eval_steps=100000",
         *overrides,
     ]
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip().split(";")[0]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from paths import REPO
 from tests.infra.daemons import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
 STEPS = 6
 
 
@@ -21,7 +21,7 @@ def agents(tmp: Path, name: str, shards: Path, nnodes: int, nproc: int) -> list[
     port = free_port()
     args = [
         "bash",
-        str(ROOT / "launch" / "torchrun.sh"),
+        str(REPO / "launch" / "torchrun.sh"),
         "--config",
         "tiny",
         f"data.train=[{{path: {shards}, split: train}}]",
@@ -49,7 +49,7 @@ def agents(tmp: Path, name: str, shards: Path, nnodes: int, nproc: int) -> list[
             )
             log = open(tmp / f"{name}-node{node}.log", "w")
             procs.append(
-                subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             )
         for p in procs:
             assert p.wait(timeout=600) == 0, (tmp / f"{name}-node{procs.index(p)}.log").read_text()[-3000:]

@@ -196,9 +196,9 @@ def test_family_pickles_and_survives_saved_settings(whisper):
 
 
 def test_shard_set_longer_than_whisper_limit_stops_at_start(tmp_path, whisper):
+    from data_helpers import write_set
     from speechlm import text
     from speechlm.data import Collator, EvalLoader, TrainLoader
-    from test_data_util import write_set
 
     tok = text.load_tokenizer(str(tiny.ensure("qwen3")), "<audio>")
     col = Collator(tok, prompt="Transcribe the audio.", audio_token="<audio>", family=whisper, pool_stride=1)
@@ -235,10 +235,10 @@ def test_trainer_stops_at_start_on_a_set_over_the_limit(tmp_path):
     """Before any process group, run dir or model: the manifests alone decide."""
     import time
 
+    from data_helpers import write_set
     from speechlm import config as config_mod
     from speechlm.config import Config
     from speechlm.train.loop import Trainer
-    from test_data_util import write_set
 
     long_ = write_set(tmp_path, "long", [1], min_s=30.5, max_s=31.0, audio=False)
     ok = write_set(tmp_path, "ok", [1], split="eval", min_s=1.0, max_s=2.0, audio=False)

@@ -10,7 +10,7 @@ from transformers.audio_utils import mel_filter_bank, spectrogram, window_functi
 from speechlm.model.encoders.granite import GraniteFeatures as FeatureExtractor
 from speechlm.model.encoders.granite import compute_deltas, num_feature_frames
 
-REF = Path(__file__).parent / "data" / "granite_features_ref.npz"
+REF = Path(__file__).parent / "assets" / "granite_features_ref.npz"
 
 
 def _clip(n, seed=0):
@@ -92,7 +92,7 @@ def test_settings_round_trip_and_errors():
 
 @pytest.mark.skipif(not REF.is_file(), reason="reference fixture not generated")
 def test_matches_real_granite_extractor():
-    """Fixture made by transformers' GraniteSpeech5FeatureExtractor + torchaudio (tests/data/make_granite_features_ref.py)."""  # noqa: E501
+    """Fixture made by transformers' GraniteSpeech5FeatureExtractor + torchaudio (tests/model/assets/make_granite_features_ref.py)."""  # noqa: E501
     ref = np.load(REF)
     waves = [ref[f"wave{i}"] for i in range(int(ref["n"]))]
     feats, mask = FeatureExtractor()(waves)

@@ -6,15 +6,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from model_helpers import tiny_config
+from paths import REPO
 from speechlm.model import build_model
 from speechlm.model.kernels import INSTALL_COMMAND, fallback_kernels, kernel_report
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +60,7 @@ def test_an_importable_fla_is_what_transformers_resolves(tmp_path):
         "import json; from speechlm.model.kernels import fallback_kernels; "
         "print(json.dumps(fallback_kernels('transformers.models.qwen3_5.modeling_qwen3_5')))"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
 
     found = json.loads(out.stdout.strip().splitlines()[-1])

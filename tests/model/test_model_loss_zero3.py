@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from paths import REPO
 from tests.infra.daemons import free_port
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
@@ -26,10 +25,10 @@ def test_uneven_chunks_across_zero3_ranks_do_not_hang(head):
         "torch.distributed.run",
         "--nproc_per_node=2",
         f"--master_port={env['MASTER_PORT']}",
-        "tests/zero3_loss_worker.py",
+        str(Path(__file__).with_name("zero3_loss_worker.py")),
         head,
     ]
-    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     # two ranks print to one pipe: their lines may run together, so find each object, not each line
     out = sorted((json.loads(x) for x in re.findall(r'\{"rank": [^{}]*\}', p.stdout)), key=lambda r: r["rank"])

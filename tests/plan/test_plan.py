@@ -6,15 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from paths import REPO
 from speechlm.config import Config, ConfigError, load
 from speechlm.plan import batch_memory, disk, make_plan, model_shapes, zero_memory
 
-ROOT = Path(__file__).resolve().parent.parent
 # the whole-step peak and the saved activations of the tiny twin, plan vs measured
 STEP_TOLERANCE = 0.20
 ACTIVATION_TOLERANCE = 0.20
@@ -56,7 +55,7 @@ def test_zero_partitioning_fp32_offload_and_bad_stage():
 @pytest.fixture(scope="module")
 def production_plan():
     r = subprocess.run(
-        [sys.executable, "-m", "speechlm.plan", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "speechlm.plan", "--json"], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -97,7 +96,7 @@ def test_production_default_prints_a_report():
             "training.per_device_train_batch_size=32",
             "training.gradient_accumulation_steps=8",
         ],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
@@ -118,7 +117,7 @@ def test_production_default_prints_a_report():
 def test_cli_user_mistake_is_one_line_exit_2():
     r = subprocess.run(
         [sys.executable, "-m", "speechlm.plan", "training.per_device_batch=3"],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,

@@ -11,12 +11,12 @@ import logging
 import numpy as np
 import soundfile as sf
 
+from data_helpers import ids_collate
 from faults.bad_data import BAD, make_bad_set
 from speechlm.config import DataSet
 from speechlm.data import TrainLoader
 from speechlm.shard import build
 from speechlm.shard.schema import NormalizeConfig, OutputConfig, ShardRecipe, Source
-from test_data_util import ids_collate
 
 
 def test_reader_skips_and_counts_every_bad_item(synthetic_shards, tmp_path, caplog):

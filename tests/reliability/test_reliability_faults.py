@@ -32,11 +32,11 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from data_helpers import ids_collate
 from faults.bad_data import make_bad_set
 from faults.proc import Train
 from speechlm.config import REPO_ROOT, DataSet
 from speechlm.data import TrainLoader
-from test_data_util import ids_collate
 from tests.infra.mounts import SKIP_REASON, private_tmpfs_works
 
 pytestmark = pytest.mark.slow

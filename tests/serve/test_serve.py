@@ -27,11 +27,11 @@ import torch
 import webvtt
 
 from model_helpers import tiny_config
+from paths import REPO
 from speechlm import text
 from speechlm.serve.batcher import Batcher
 from tests.infra.daemons import free_port
 
-REPO = Path(__file__).resolve().parent.parent
 KEY = "test-key-7f3a9c"  # what the servers under test require; must never reach their logs
 SR = 16000
 ERROR_KEYS = {"message", "type", "param", "code"}

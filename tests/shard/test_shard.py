@@ -67,7 +67,7 @@ def test_synthetic_shards_are_plain_webdataset(synthetic_shards):
 
 
 def test_synthetic_build_is_byte_identical(synthetic_shards, tmp_path):
-    from conftest import small_synthetic_recipe
+    from synthetic_set import small_synthetic_recipe
 
     again = build(small_synthetic_recipe(), tmp_path / "again", workers=1)  # other worker count too
     assert tar_bytes_of(again) == tar_bytes_of(synthetic_shards)

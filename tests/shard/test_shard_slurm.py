@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
+from paths import REPO
+from test_shard_scale import corpus, recipe_file, tars  # noqa: F401  (corpus: a fixture)
 from tests.infra import slurm as slurm_infra
-from tests.test_shard_scale import corpus, recipe_file, tars  # noqa: F401  (corpus: a fixture)
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(slurm_infra.available() is not None, reason=str(slurm_infra.available())),
@@ -38,7 +37,7 @@ def test_array_job_then_merge_equals_one_machine_build(corpus, tmp_path):  # noq
         env = dict(env, SBATCH_CPUS_PER_TASK="1")
         r = subprocess.run(
             ["slurm/shard.sh", "submit", "3", "--config", str(recipe), "--out", str(out)],
-            cwd=ROOT,
+            cwd=REPO,
             env=env,
             capture_output=True,
             text=True,
@@ -50,11 +49,11 @@ def test_array_job_then_merge_equals_one_machine_build(corpus, tmp_path):  # noq
         deadline = time.time() + 600
         while time.time() < deadline and job_states(env, merge)[0] in ("PENDING", "RUNNING", "CONFIGURING"):
             time.sleep(2)
-        logs = "".join(p.read_text() for p in sorted(ROOT.glob(f"slurm-speechlm-shard*-{array}_*.out")))
-        merge_log = ROOT / f"slurm-speechlm-shard-merge-{merge}.out"
+        logs = "".join(p.read_text() for p in sorted(REPO.glob(f"slurm-speechlm-shard*-{array}_*.out")))
+        merge_log = REPO / f"slurm-speechlm-shard-merge-{merge}.out"
         merged = merge_log.read_text() if merge_log.is_file() else ""
         assert job_states(env, merge) == ["COMPLETED"], logs[-3000:] + merged[-2000:]
-    for p in list(ROOT.glob(f"slurm-speechlm-shard*-{array}_*.out")) + [merge_log]:
+    for p in list(REPO.glob(f"slurm-speechlm-shard*-{array}_*.out")) + [merge_log]:
         p.unlink(missing_ok=True)
     for i in range(3):
         assert f"task {i} of 3" in logs

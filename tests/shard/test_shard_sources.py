@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from paths import REPO
 from speechlm.config import ConfigError
 from speechlm.shard import OutputConfig, ShardRecipe, Source, build, load_recipe, sources
 from speechlm.shard.schema import build_recipe, fingerprint, recipe_dict
@@ -156,7 +156,7 @@ FINGERPRINTS = {
 
 
 def test_the_shipped_recipes_keep_their_fingerprints():
-    shipped = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "shards").glob("*.yaml"))
+    shipped = sorted(p.stem for p in (REPO / "shards").glob("*.yaml"))
     assert shipped == sorted(FINGERPRINTS)
     assert {name: fingerprint(load_recipe(name)[0]) for name in shipped} == FINGERPRINTS
     recipe = load_recipe("timed")[0]

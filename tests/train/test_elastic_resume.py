@@ -35,12 +35,12 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from test_data_util import all_ids
+from data_helpers import all_ids
+from paths import REPO
 from tests.infra.daemons import free_port
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 WATCHDOG_S = 600
 UPDATE_TOL = 1e-3
 
@@ -81,8 +81,8 @@ class Agent:
         }
         self.out = open(log, "w")
         self.p = subprocess.Popen(
-            ["bash", str(ROOT / "launch" / "torchrun.sh"), *args],
-            cwd=ROOT,
+            ["bash", str(REPO / "launch" / "torchrun.sh"), *args],
+            cwd=REPO,
             env=env,
             stdout=self.out,
             stderr=subprocess.STDOUT,
@@ -242,7 +242,7 @@ def test_two_one_two_ranks_every_clip_once(tmp_path, synthetic_shards):
         clip.write_bytes(tar.extractfile(member).read())
     p = subprocess.run(
         [sys.executable, "-m", "speechlm.transcribe", "-m", str(model), str(clip)],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,

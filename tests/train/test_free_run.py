@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from paths import REPO
 from speechlm.config import Config, load
 from speechlm.shard import build, load_recipe
 
-ROOT = Path(__file__).resolve().parent.parent
 GIB = 1024**3
 
 
@@ -28,7 +28,7 @@ def test_free_run_overlay_resolves():
     assert (t.per_device_train_batch_size, t.gradient_accumulation_steps) == (4, 4)
     # the trainer builds the data from the Hub recipe into the folder it reads, eval reads its test split
     recipe, path = load_recipe(Path(cfg.data.recipe).stem)
-    assert path == (ROOT / cfg.data.recipe).resolve()
+    assert path == (REPO / cfg.data.recipe).resolve()
     assert [(d.path, d.split) for d in cfg.data.train] == [(f"shards/{recipe.name}", "train")]
     assert [(d.path, d.split) for d in cfg.data.eval] == [(f"shards/{recipe.name}", "test")]
     # the offline twin is another recipe
@@ -38,7 +38,7 @@ def test_free_run_overlay_resolves():
 def test_free_run_plans_offline_within_a_16gb_card():
     r = subprocess.run(
         [sys.executable, "-m", "speechlm.plan", "--experiment", "free_run", "--json"],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=180,

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from paths import REPO
 from tests.infra.daemons import free_port
 from tests.infra.mounts import SKIP_REASON, private_tmpfs_works
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 STEPS = 12
 TOL = 2e-3
 BASE = [
@@ -73,7 +73,7 @@ def data_args(shards: Path) -> list[str]:
 def train(out: Path, name: str, launcher: str, nproc: int, *overrides, timeout=900) -> Path:
     args = ["--config", "tiny", f"training.output_dir={out}", f"training.run_name={name}", *BASE, *overrides]
     p = subprocess.run(
-        command(launcher, nproc, args), cwd=ROOT, env=env(), capture_output=True, text=True, timeout=timeout
+        command(launcher, nproc, args), cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout
     )
     assert p.returncode == 0, p.stderr[-4000:]
     return out / name
@@ -188,7 +188,7 @@ def test_sigterm_saves_exits_143_and_resume_matches(tmp_path, shards, runs):
     ]
     args = ["--config", "tiny", f"training.output_dir={tmp_path}", "training.run_name=stopped", *BASE, *over]
     p = subprocess.Popen(
-        command("python", 1, args), cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        command("python", 1, args), cwd=REPO, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     metrics = tmp_path / "stopped" / "metrics.jsonl"
     deadline = time.monotonic() + 300
@@ -236,7 +236,7 @@ def test_disk_full_on_two_ranks_fails_the_save_not_the_run(tmp_path, shards, run
     )
     p = subprocess.Popen(
         ["unshare", "-m", "sh", "-c", script],
-        cwd=ROOT,
+        cwd=REPO,
         env=env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -1,7 +1,7 @@
-"""Make tests/data/granite_features_ref.npz with transformers' real GraniteSpeech5FeatureExtractor.
+"""Make tests/model/assets/granite_features_ref.npz with transformers' real GraniteSpeech5FeatureExtractor.
 
 Run once in a side environment that has torchaudio (here: torch 2.9.1 + torchaudio 2.9 + transformers 5.24.0):
-    /tmp/ta/bin/python tests/data/make_granite_features_ref.py
+    /tmp/ta/bin/python tests/model/assets/make_granite_features_ref.py
 """
 
 from pathlib import Path
