@@ -1,12 +1,16 @@
 """The CTC head's loss (speechlm.model.ctc) normalizes over the whole vocabulary one chunk of frames at
 a time and keeps only the batch's tokens: the same loss and gradient as the full [frames, V + 1]
-log-softmax, without its memory."""
+log-softmax, without its memory. On a training reader's batch it falls, training the projector
+alone (the warm start's loss: tests/demo/test_listening.py runs it in the trainer)."""
 
 import torch
 import torch.nn.functional as F
 
 from model_helpers import batch, tiny_config, waves
+from speechlm import config as config_mod
+from speechlm.config import Config
 from speechlm.model import build_model, ctc
+from speechlm.train.data import make_loaders
 
 
 def test_compact_head_equals_the_full_softmax_in_loss_and_gradient(monkeypatch):
@@ -37,3 +41,29 @@ def test_compact_head_equals_the_full_softmax_in_loss_and_gradient(monkeypatch):
     # against fp32 cosines: one bf16 rounding of each cosine (2^-8 relative) moves the loss by less than that
     exact = full(frames @ F.normalize(rows.float(), dim=-1).T)
     torch.testing.assert_close(compact, exact, rtol=2**-8, atol=0)
+
+
+def test_ctc_loss_falls_on_one_batch_and_ignores_the_decoder(synthetic_shards):
+    # the tiny recipe: production's precision and freeze flags, outside DeepSpeed
+    cfg = config_mod.load(
+        Config,
+        "tiny",
+        None,
+        [f"data.train=[{{path: {synthetic_shards}, split: train}}]", "data.eval=[]", "data.num_workers=1"],
+    )
+    model = build_model(cfg)
+    train, _ = make_loaders(cfg, model, 0, 1)
+    b = next(iter(train))
+    proj = [p for p in model.projector.parameters()]
+    opt = torch.optim.AdamW(proj, lr=3e-3)
+    model.train()
+    first = None
+    for _ in range(8):
+        loss, n = ctc.ctc_loss(model, b["input_features"], b["feature_mask"], b["labels"], b["weight"])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        first = first if first is not None else float(loss)
+        assert all(p.grad is None for n_, p in model.decoder.named_parameters() if "lora_" in n_)
+    assert float(loss) < first
+    assert float(n) == sum(len(t) for t in ctc.transcript_targets(b["labels"]))
