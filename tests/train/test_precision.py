@@ -65,13 +65,6 @@ def test_bf16_with_an_fp32_model_is_refused_with_the_key():
     assert not cfg.training.bf16
 
 
-@pytest.fixture(scope="module")
-def dist_world():
-    rank, world, device = engine_mod.init_distributed()
-    assert (rank, world) == (0, 1)
-    return device
-
-
 def _engine(stage: int, lr: float):
     from transformers import set_seed
 

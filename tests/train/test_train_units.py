@@ -1,14 +1,12 @@
-"""Trainer units: ds config fill-in, schedule, and checkpoints / the non-finite guard on a real
-DeepSpeed engine (world size 1, gloo) wrapping a small stand-in module."""
+"""Trainer units: the launcher's environment, ds config fill-in, optimizer groups and schedule, and the
+non-finite guard and clipping on a real DeepSpeed engine (world size 1, gloo) wrapping a small
+stand-in module (tests/train/standin.py; its checkpoints: tests/train/test_checkpoint.py)."""
 
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
-import resource
-import signal
 import socket
 import subprocess
 import sys
@@ -16,17 +14,10 @@ import sys
 import pytest
 import torch
 
-from speechlm import config as config_mod
-from speechlm.config import Config, ConfigError
-from speechlm.train import checkpoint as ckpt_mod
+from speechlm.config import ConfigError
 from speechlm.train import engine as engine_mod
 from speechlm.train import optim
-
-
-def cfg_with(*overrides):
-    # a fixed micro batch unless a test says otherwise (production's "auto" needs a device to resolve)
-    return config_mod.load(Config, "production", None, ["training.per_device_train_batch_size=8", *overrides])
-
+from standin import StandIn, batch, cfg_with, make_engine, train_steps, trainable
 
 # --------------------------------------------------------------------------- launcher env
 
@@ -119,49 +110,6 @@ def test_ds_config_missing_file_is_a_config_error():
 # --------------------------------------------------------------------------- optimizer + schedule
 
 
-class StandIn(torch.nn.Module):
-    """Frozen 'encoder', trainable 'projector' and 'decoder', with the SpeechLM group interface."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.encoder = torch.nn.Linear(4, 8)
-        self.projector = torch.nn.Linear(8, 8)
-        self.decoder = torch.nn.Linear(8, 1)
-        self.encoder.requires_grad_(False)
-
-    def parameter_groups(self, t):
-        return [
-            {
-                "name": "projector",
-                "params": list(self.projector.parameters()),
-                "lr": t.learning_rate,
-                "weight_decay": t.projector_weight_decay,
-            },
-            {
-                "name": "decoder",
-                "params": list(self.decoder.parameters()),
-                "lr": t.decoder_learning_rate,
-                "weight_decay": t.weight_decay,
-            },
-            {
-                "name": "encoder",
-                "params": list(self.encoder.parameters()),
-                "lr": t.encoder_learning_rate,
-                "weight_decay": t.weight_decay,
-            },
-        ]
-
-    def forward(self, x, y):
-        return torch.nn.functional.mse_loss(self.decoder(torch.tanh(self.projector(self.encoder(x)))).squeeze(-1), y)
-
-    def save_pretrained(self, d):
-        from pathlib import Path
-
-        Path(d).mkdir(parents=True)
-        torch.save(self.state_dict(), Path(d) / "model.pt")
-
-
 def expected_lr(base, step, warmup, total):
     if step < warmup:
         return base * step / warmup
@@ -205,126 +153,6 @@ def test_every_trainable_parameter_is_in_a_group():
 
 
 # --------------------------------------------------------------------------- real engine, stand-in module
-
-
-@pytest.fixture(scope="module")
-def dist_world():
-    rank, world, device = engine_mod.init_distributed()
-    assert (rank, world) == (0, 1)
-    # not destroyed at teardown: DeepSpeed caches the group, and other test modules reuse it
-    return device
-
-
-def make_engine(stage=2, clip=1.0):
-    cfg = cfg_with(
-        f"deepspeed.zero_stage={stage}",
-        "training.per_device_train_batch_size=4",
-        "training.bf16=false",
-        f"training.max_grad_norm={clip}",
-        "training.warmup_steps=0",
-    )
-    model = StandIn()
-    opt = optim.build_optimizer(model, cfg.training)
-    sched = optim.build_scheduler(opt, cfg.training, 100)
-    return engine_mod.build_engine(model, opt, sched, engine_mod.build_ds_config(cfg, 1)), model
-
-
-def batch(seed=1):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(4, 4, generator=g), torch.randn(4, generator=g)
-
-
-def train_steps(engine, n, seed=1):
-    for i in range(n):
-        loss = engine(*batch(seed + i))
-        engine.backward(loss)
-        engine.step()
-
-
-def trainable(model):
-    return {n: p.detach().clone() for n, p in model.named_parameters()}
-
-
-def test_checkpoint_save_load_prune(dist_world, tmp_path):
-    engine, model = make_engine()
-    mgr = ckpt_mod.CheckpointManager(tmp_path, save_total_limit=2)
-    saved = {}
-    for step in (1, 2, 3):
-        train_steps(engine, 1, seed=step)
-        path = mgr.save(step, engine, model, {"epoch": 0}, {"reader": {"step_in_epoch": step}, "rng": {}})
-        assert path == tmp_path / "checkpoints" / f"step-{step}"
-        saved[step] = trainable(model)
-    assert (tmp_path / "checkpoints" / "latest").read_text() == "step-3"
-    assert [s for s, _ in mgr.steps()] == [2, 3]  # save_total_limit=2 pruned step-1
-    assert (tmp_path / "checkpoints/step-3/model/model.pt").is_file()
-    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
-    train_steps(engine, 2, seed=9)
-    assert not torch.equal(model.projector.weight, saved[3]["projector.weight"])
-    state, mine = mgr.load(mgr.resolve("auto"), engine)
-    assert state["step"] == 3 and mine["reader"] == {"step_in_epoch": 3}
-    for n, p in model.named_parameters():
-        assert torch.equal(p, saved[3][n]), n
-
-
-def test_deepspeeds_zero_to_fp32_runs_as_documented(dist_world, tmp_path):
-    """`python zero_to_fp32.py . OUT` in the ds/ folder, as DeepSpeed documents it, recovers the weights."""
-    engine, model = make_engine()
-    train_steps(engine, 1)
-    path = ckpt_mod.CheckpointManager(tmp_path).save(1, engine, model, {"epoch": 0}, {"rng": {}})
-    ds = path / "ds"
-    assert (ds / "latest").read_text() == ckpt_mod.DS_TAG and (ds / "zero_to_fp32.py").is_file()
-    r = subprocess.run(
-        [sys.executable, "zero_to_fp32.py", ".", str(tmp_path / "fp32")],
-        cwd=ds,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = torch.load(tmp_path / "fp32" / "pytorch_model.bin", weights_only=True)  # its default format
-    for n, p in model.named_parameters():
-        if p.requires_grad:
-            torch.testing.assert_close(out[n], p.detach().float(), rtol=0, atol=0)
-
-
-def test_failed_save_keeps_the_previous_checkpoint(dist_world, tmp_path, caplog):
-    engine, model = make_engine()
-    mgr = ckpt_mod.CheckpointManager(tmp_path, save_total_limit=None)
-    train_steps(engine, 1)
-    assert mgr.save(1, engine, model, {"epoch": 0}, {"rng": {}}) is not None
-    # a real "disk full": the kernel refuses writes past 1 KiB (EFBIG) while the next save runs
-    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
-    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    train_steps(engine, 1, seed=5)
-    with caplog.at_level(logging.ERROR, logger="speechlm.train"):
-        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, old_limit[1]))
-        try:
-            result = mgr.save(2, engine, model, {"epoch": 0}, {"rng": {}})
-        finally:
-            resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
-            signal.signal(signal.SIGXFSZ, old_handler)
-    assert result is None
-    assert "checkpoint step-2 FAILED" in caplog.text and "step-1 stays valid" in caplog.text
-    assert mgr.latest() == tmp_path / "checkpoints" / "step-1"
-    assert not (tmp_path / "checkpoints" / "step-2").exists()
-    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
-
-
-def test_crash_mid_save_leaves_latest_on_the_complete_checkpoint(dist_world, tmp_path):
-    engine, model = make_engine()
-    mgr = ckpt_mod.CheckpointManager(tmp_path)
-    train_steps(engine, 1)
-    mgr.save(1, engine, model, {"epoch": 0}, {"rng": {}})
-    # what a crash during the next save leaves behind: a partial temp dir, no rename, no pointer move
-    partial = tmp_path / "checkpoints" / ".tmp-step-2"
-    (partial / "ds").mkdir(parents=True)
-    (partial / "ds" / "half.pt").write_bytes(b"\0" * 10)
-    assert mgr.resolve("auto") == tmp_path / "checkpoints" / "step-1"
-    with pytest.raises(ConfigError, match="no complete checkpoint"):
-        mgr.resolve(str(partial))
-    # the next save of that step replaces the debris
-    assert mgr.save(2, engine, model, {"epoch": 0}, {"rng": {}}) is not None
-    assert not partial.exists() and mgr.latest().name == "step-2"
 
 
 @pytest.mark.parametrize("stage", [2, 3])
@@ -382,8 +210,6 @@ def test_clipping_holds_the_norm(dist_world):
 )
 def test_cli_config_error_is_one_line_exit_2(tmp_path, override, message):
     import os
-    import subprocess
-    import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
     p = subprocess.run(
