@@ -35,7 +35,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from synthetic_set import SYNTHETIC_SIZES, small_synthetic_recipe  # noqa: E402, F401 (SYNTHETIC_SIZES: see below)
+from synthetic_set import small_synthetic_recipe  # noqa: E402
 
 # torch's own, before any test can start DeepSpeed ZeRO-3 (which replaces it: see pytest_runtest_setup)
 _STOCK_LINEAR = torch.nn.functional.linear
