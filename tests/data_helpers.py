@@ -73,7 +73,7 @@ def all_ids(path: Path, split: str = "train") -> list[str]:
 
 def ids_collate(samples: list[dict]) -> dict:
     """A light collator for reader tests (module level, so it pickles into workers): the reader,
-    not feature extraction, is under test here; tests/test_data_collate.py covers the real one."""
+    not feature extraction, is under test here; tests/data/test_data_collate.py covers the real one."""
     return {
         "ids": [s["id"] for s in samples],
         "weight": [float(s["weight"]) for s in samples],

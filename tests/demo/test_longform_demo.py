@@ -6,7 +6,7 @@ one: WER within a margin of the measured ratio (below), every cut inside a pause
 between sentences, no more words inserted than one by one (+2) and no more dropped (+25%, +2).
 
 The model: `$SPEECHLM_DEMO_RUN` (a finished `python -m speechlm.demo` run folder) when set, else the
-run tests/test_demo.py's slow test keeps (`make test-all` runs it first), else the demo is trained
+run tests/demo/test_demo.py's slow test keeps (`make test-all` runs it first), else the demo is trained
 here as `make demo` runs it.
 """
 

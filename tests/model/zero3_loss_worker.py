@@ -1,4 +1,4 @@
-"""Worker for tests/test_model_loss_zero3.py (run under torchrun, 2 ranks): a ZeRO-3 partitioned LM
+"""Worker for tests/model/test_model_loss_zero3.py (run under torchrun, 2 ranks): a ZeRO-3 partitioned LM
 head (frozen, or with `tied` tied to a trained embedding), a different number of label tokens per
 rank (so a different number of chunks), loss + backward + step.
 Prints the rank's loss and its hidden-state gradient norm as JSON."""

@@ -61,7 +61,7 @@ def test_nothing_fits_is_a_config_error():
 
 
 def test_plan_auto_and_checkpointing(monkeypatch):
-    """make_plan as `python -m speechlm.plan --json` prints it (tests/test_plan.py runs the CLI itself)."""
+    """make_plan as `python -m speechlm.plan --json` prints it (tests/plan/test_plan.py runs the CLI itself)."""
     from speechlm.plan import make_plan
 
     monkeypatch.setenv(autobatch.ENV, "141")  # the plan also shows the pick for a stated device

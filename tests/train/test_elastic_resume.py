@@ -193,7 +193,7 @@ def test_two_one_two_ranks_every_clip_once(tmp_path, synthetic_shards):
     a = segment("a-2ranks-term", 2)
     a.wait_for(lambda: a.steps() >= 3, "step 3")
     # with the twin's augmentation on (production's, issue #21): the ledgers below hold per clip id,
-    # and the augmented audio is a function of (seed, epoch, id) alone (tests/test_augment_reader.py)
+    # and the augmented audio is a function of (seed, epoch, id) alone (tests/data/test_augment_reader.py)
     assert yaml.safe_load((run / "config.yaml").read_text())["data"]["augment"]["enabled"]
     a.signal(signal.SIGTERM)
     a.wait()
