@@ -50,8 +50,8 @@ test: lint
 # the full demo gets the machine to itself (its WER and timing are what make demo gives), first, so
 # that the run's closing line counts the whole suite; the rest of the slow suite then runs on $(SLOW_JOBS) workers
 test-all: lint
-	$(PY) -m pytest -q -rP -m '' tests/test_demo.py::test_full_demo_learns
-	$(PY) -m pytest -q -m '' -n $(SLOW_JOBS) --dist loadfile --durations=25 --deselect tests/test_demo.py::test_full_demo_learns
+	$(PY) -m pytest -q -rP -m '' tests/demo/test_demo.py::test_full_demo_learns
+	$(PY) -m pytest -q -m '' -n $(SLOW_JOBS) --dist loadfile --durations=25 --deselect tests/demo/test_demo.py::test_full_demo_learns
 
 bench: $(STAMP)
 	$(PY) bench/shards.py && $(PY) bench/reader.py && $(PY) bench/train.py

@@ -46,7 +46,7 @@ PARTS = ("model", "ds_module", "ds_optimizer", "rest")
 
 
 def build_shards(out: Path) -> None:
-    """The test suite's small synthetic set (tests/conftest.py: small_synthetic_recipe)."""
+    """The test suite's small synthetic set (tests/synthetic_set.py: small_synthetic_recipe)."""
     from speechlm.shard import build, load_recipe
 
     recipe, _ = load_recipe("synthetic")

@@ -11,7 +11,7 @@ overlapping windows merged at the seams.
 
 The recording: a corpus's held-out test sentences (--data: a data recipe or shard folder, split test;
 never in training; clips with an empty reference, non-speech, left out), concatenated in order with
-pauses of 0.3-1.0 s (seeded), ~3 minutes (tests/test_longform_demo.py builds the same one from the
+pauses of 0.3-1.0 s (seeded), ~3 minutes (tests/demo/test_longform_demo.py builds the same one from the
 demo's shards/demo). The baseline is
 the same sentences transcribed one by one; each long-form setting transcribes the whole recording
 (speechlm.inference.batching.transcribe_long, windows batched). Reported per setting: WER of the recording

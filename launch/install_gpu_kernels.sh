@@ -17,7 +17,7 @@
 # Exit status 0 even when kernels fail; 2 when PYTHON can't import torch.
 set -uo pipefail
 
-# keep in step with [project.optional-dependencies] gpu (tests/test_gpu_install.py checks)
+# keep in step with [project.optional-dependencies] gpu (tests/launch/test_gpu_install.py checks)
 KERNELS=("liger-kernel>=0.8.5" "flash-linear-attention>=0.6.0" "causal-conv1d>=1.5.0" "flash-attn>=2.7.0")
 SOURCE_BUILDS=" causal-conv1d flash-attn "
 TIMEOUT=${GPU_KERNELS_TIMEOUT:-1800}

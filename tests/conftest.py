@@ -1,8 +1,22 @@
-"""Shared fixtures.
+"""Shared fixtures, and the layout of tests/.
+
+Layout: tests/<pkg>/ holds the tests of speechlm/<pkg> (tests/model/ for speechlm/model/, ...);
+a test file directly in tests/ tests a top-level module (tests/test_wer.py: speechlm/wer.py) or the
+whole package (imports, structure); tests/test_structure.py keeps it so. A folder's own fixtures live
+in its conftest.py; the ones several folders use live here.
+
+No __init__.py in the test folders (pytest's default "prepend" import mode, rootdir-relative): each
+test file imports under its basename, with its folder put on sys.path, and this file puts tests/
+there too, so the helper modules beside it (model_helpers, data_helpers, paths, synthetic_set,
+nospeechlm, faults/) import by name from any folder. The price is that basenames must be unique
+across folders (tests/test_structure.py checks it); __init__.py files would instead make every
+test a `tests.<pkg>.test_x` module and put the repository root, not tests/, on sys.path, so each
+`from model_helpers import ...` would have to change. A test never imports a conftest by name
+(several folders have one): shared constants live in helper modules.
 
 `synthetic_shards`: a small shard set built once per session (once per run under pytest-xdist: the
 workers share it) by the real shard pipeline from the shipped synthetic recipe (espeak-ng speech; a
-few seconds on 2 cores). It returns the output dir
+few seconds on 2 cores; tests/synthetic_set.py). It returns the output dir
 (`manifest.json` + `synthetic-{train,eval,test}-%06d.tar`): train 64 clips in 8 shards, eval 16
 clips in 2 shards, test 8 clips in 1 shard, so rank/worker splitting has something to split.
 """
@@ -20,6 +34,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+from synthetic_set import small_synthetic_recipe  # noqa: E402
 
 # torch's own, before any test can start DeepSpeed ZeRO-3 (which replaces it: see pytest_runtest_setup)
 _STOCK_LINEAR = torch.nn.functional.linear
@@ -72,24 +88,6 @@ LONGEST_FIRST = [
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole, in order
-
-
-SYNTHETIC_SIZES = {"train": 64, "eval": 16, "test": 8}
-SYNTHETIC_SHARD_CLIPS = 8
-
-
-def small_synthetic_recipe():
-    """The shipped shards/synthetic.yaml, scaled down (same voices, grammar and seed)."""
-    from speechlm.shard import load_recipe
-
-    recipe, _ = load_recipe("synthetic")
-    recipe.name = "synthetic"
-    for split, n in SYNTHETIC_SIZES.items():
-        setattr(recipe.sources[0].settings, split, n)
-    recipe.sources[0].settings.unseen_test = SYNTHETIC_SIZES["test"] // 2  # both halves, as shipped
-    recipe.output.shard_clips = SYNTHETIC_SHARD_CLIPS
-    recipe.output.work_chunk = 16
-    return recipe
 
 
 @pytest.fixture(scope="session")

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from paths import REPO
 from speechlm import cli
 from tests.infra.daemons import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
 RUNPOD = ["plan", "up", "wait", "deploy", "train", "attach", "checkpoint", "down"]
 HELP = [[name] for name in cli.COMMANDS] + [["runpod", sub] for sub in RUNPOD] + [["shard", "merge"]]
 
 
 def env() -> dict:
     # the worktree's package first, for children of children too; offline like every test
-    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     return {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "speechlm"
+from paths import REPO
+
+PACKAGE = REPO / "speechlm"
 
 
 def _modules() -> dict[str, Path]:

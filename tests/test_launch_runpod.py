@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import SYNTHETIC_SIZES
+from synthetic_set import SYNTHETIC_SIZES
 from tests.infra import sshd as sshd_infra
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from paths import REPO
 from speechlm import plugins
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def fake_group(monkeypatch, *eps: tuple[str, str]) -> list[int]:
@@ -43,14 +42,14 @@ def test_the_core_loads_the_demo_only_through_its_entry_point():
         "print(json.dumps({'before': before, 'kinds': sources.kinds(), 'loaded': plugins.load(),\n"
         "  'settings': type(recipe.sources[0].settings).__module__, 'file': p.__file__}))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.splitlines()[-1])
     assert out["before"] == []  # importing the shard core imports nothing of the demo
     assert {"synthetic", "timed"} <= set(out["kinds"]) and {"hf", "librispeech", "manifest"} <= set(out["kinds"])
     assert "demo" in out["loaded"] and out["settings"] == "speechlm.demo.grammar"
-    assert Path(out["file"]).resolve().is_relative_to(ROOT)  # this checkout's plug-in module
+    assert Path(out["file"]).resolve().is_relative_to(REPO)  # this checkout's plug-in module
 
 
 def test_a_plugin_that_fails_to_import_is_named(monkeypatch, tmp_path):

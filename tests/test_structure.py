@@ -1,15 +1,32 @@
-"""The package's shape (ast, no imports run): no function in speechlm/ is over MAX_LINES lines.
+"""The package's shape (ast, no imports run): no function in speechlm/ is over MAX_LINES lines, and
+tests/ mirrors speechlm/.
 
 A function counts from its `def` line (decorators left out) to its last line; a nested function counts
-within its parent and on its own. A long one is split by what its parts do (issue 30)."""
+within its parent and on its own. A long one is split by what its parts do (issue 30).
+
+The mirror (tests/conftest.py's docstring): tests/<pkg>/ for speechlm/<pkg>, a test file directly
+in tests/ for a top-level module (tests/test_wer.py: speechlm/wer.py) or the whole package, one
+basename per test file across the folders, and no __init__.py in a test folder."""
 
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "speechlm"
+from paths import REPO, TESTS
+
+PACKAGE = REPO / "speechlm"
 MAX_LINES = 60
+# test files directly in tests/ that test no one top-level module: the package as a whole
+WHOLE_PACKAGE = {"test_imports.py", "test_structure.py"}
+# still directly in tests/ while speechlm/runpod.py is split on another branch (#30): the merge moves it
+NOT_YET_MOVED = {"test_launch_runpod.py"}
+# test folders that mirror something other than a speechlm package or module
+OTHER_MIRRORS = {
+    "launch": "the launcher scripts of launch/ (and slurm/), which the tests run as a user does",
+    "reliability": "the injected faults of docs/reliability.md, across the packages",
+}
 
 
 def function_lengths(source: str) -> list[tuple[str, int, int]]:
@@ -66,3 +83,41 @@ def test_no_function_is_over_60_lines():
                 long.append(f"{_module(path)}:{name} ({n} lines, from line {line})")
     why = f"{len(long)} functions over {MAX_LINES} lines (split each by what its parts do):\n"
     assert not long, why + "\n".join(long)
+
+
+def _test_folders() -> set[Path]:
+    return {p.parent for p in TESTS.rglob("test_*.py")} - {TESTS}
+
+
+def test_a_test_file_directly_in_tests_tests_a_top_level_module():
+    stray = sorted(
+        p.name
+        for p in TESTS.glob("test_*.py")
+        if p.name not in WHOLE_PACKAGE | NOT_YET_MOVED
+        and not (PACKAGE / f"{p.stem.removeprefix('test_')}.py").is_file()
+    )
+    assert not stray, (
+        f"not the tests of a top-level speechlm module: move each into tests/<pkg>/ for the package it tests: {stray}"
+    )
+
+
+def test_each_test_folder_mirrors_a_package_or_module():
+    names = sorted({folder.relative_to(TESTS).parts[0] for folder in _test_folders()})
+    orphans = [
+        n for n in names if not ((PACKAGE / n).is_dir() or (PACKAGE / f"{n}.py").is_file() or n in OTHER_MIRRORS)
+    ]
+    assert not orphans, f"tests/<name>/ without a speechlm/<name> package or module to mirror: {orphans}"
+
+
+def test_test_modules_import_by_unique_basenames():
+    """Without __init__.py pytest imports each test file and each helper beside one under its basename
+    (tests/conftest.py): two with one name would be one module."""
+    packaged = [f.relative_to(TESTS) for f in _test_folders() if (f / "__init__.py").exists()]
+    assert not packaged, f"__init__.py in test folders (none has one, see tests/conftest.py): {packaged}"
+    modules = [
+        p
+        for p in TESTS.rglob("*.py")
+        if p.name != "conftest.py" and not (p.parent / "__init__.py").exists() and p.parent.name != "assets"
+    ]
+    twice = {n: c for n, c in Counter(p.name for p in modules).items() if c > 1}
+    assert not twice, f"module basenames used more than once under tests/: {sorted(twice)}"

@@ -3,7 +3,7 @@
 
 It is the trainer's own build (`parts.load_parts`, `build.assemble` with `trainable_parts`), only
 with `shapes_only`: no checkpoint or tokenizer read, the bundled real configs where a model is not
-local. So every freeze flag and LoRA setting counts exactly as it trains (tests/test_plan_model.py).
+local. So every freeze flag and LoRA setting counts exactly as it trains (tests/plan/test_plan_model.py).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ Calibration: the constants were fitted once by counting the bytes autograd saves
 hooks, parameters excluded) in one forward of small Qwen3 / Qwen3.5 decoders with LoRA all-linear
 (hidden 64-256, head_dim 16-128, 64-512 tokens: exactly linear in tokens, no constant term).
 With flash-linear-attention installed the linear-attention term shrinks (not measurable here).
-tests/test_plan.py checks the tiny twin's saved activations, its forward+backward peak and its
+tests/plan/test_plan.py checks the tiny twin's saved activations, its forward+backward peak and its
 whole-step peak (measured on CPU with the torch profiler) against this plan, each within 20%,
 with and without gradient checkpointing.
 """

@@ -2,7 +2,7 @@
 
 Segment times are the long-form cut's ranges (`speechlm.inference.stitch.timed_texts`): one subtitle per segment
 of speech the model transcribed. SubRip and WebVTT are written here (a timestamp and a blank line
-each); tests/test_serve.py reads them back with the `srt` and `webvtt-py` libraries.
+each); tests/serve/test_serve.py reads them back with the `srt` and `webvtt-py` libraries.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""Fault injection helpers for tests/test_reliability*.py (real files, real signals, real OS limits)."""
+"""Fault injection helpers for tests/reliability/ (real files, real signals, real OS limits)."""

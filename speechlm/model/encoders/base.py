@@ -59,7 +59,7 @@ class LogMelFeatures:
     def hann_window(length: int) -> torch.Tensor:
         """The STFT window, float32 whatever the default dtype: transformers builds an exported model
         under its weights' dtype (bf16), where a window made without one came out bf16 and moved the
-        features by up to 0.17 from speechlm's (tests/test_export.py)."""
+        features by up to 0.17 from speechlm's (tests/export/test_export.py)."""
         return torch.hann_window(length, periodic=True, dtype=torch.float32)
 
     # ------------------------------------------------------------------ settings

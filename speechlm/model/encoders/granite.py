@@ -4,7 +4,7 @@ Features: `GraniteFeatures` (stacked log-mel + deltas, [B, T, 320], 50 frames/s)
 transformers' `GraniteSpeech5FeatureExtractor` computes them through torchaudio, which can't be
 installed beside every torch build. The math is the same (`torch.stft` and
 `transformers.audio_utils.mel_filter_bank`), checked against the real extractor
-(tests/data/granite_features_ref.npz): power mel spectrogram (HTK scale, no filter norm, centered
+(tests/model/assets/granite_features_ref.npz): power mel spectrogram (HTK scale, no filter norm, centered
 reflect-padded STFT, periodic Hann window of win_length zero-padded to n_fft), log10 with a floor
 `logmel_floor_db` under the clip's maximum, `/4 + 1`, deltas over `delta_win_length` frames, mel and
 delta concatenated, then pairs of frames stacked: [T, 4 * num_mel_bins].
