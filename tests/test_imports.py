@@ -219,3 +219,20 @@ def test_the_core_never_imports_the_demo():
         for line, name in demo_imports(path.read_text(), m, path.name == "__init__.py"):
             bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {name}")
     assert not bad, "the core imports the demo (register through speechlm.plugins instead):\n" + "\n".join(bad)
+
+
+def test_no_module_imports_a_command_line_module():
+    """The trainer, the server and the library call `speechlm.inference` and the like, never a CLI: a
+    subcommand's own module (a plain module in speechlm.cli.COMMANDS, not a package's __init__) is
+    imported only by a `__main__` that runs it. speechlm.report is a library with a main (the demo
+    draws its plots with report.write_plots), like the packages whose __init__ holds their main."""
+    from speechlm.cli import COMMANDS
+
+    modules = _modules()
+    clis = {m for m, _ in COMMANDS.values() if modules[m].name != "__init__.py"} - {"speechlm.report"}
+    assert {"speechlm.eval", "speechlm.transcribe", "speechlm.demo.cli"} <= clis
+    edges, inner = import_graph()
+    for m, t, _, _ in inner:
+        edges[m].add(t)
+    found = sorted(f"{m} imports {t}" for m, ts in edges.items() for t in ts & clis if not m.endswith("__main__"))
+    assert not found, found

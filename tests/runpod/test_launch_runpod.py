@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from paths import REPO
 from synthetic_set import SYNTHETIC_SIZES
 from tests.infra import sshd as sshd_infra
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 RUNPOD = [sys.executable, str(ROOT / "launch" / "runpod.py")]
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 
-SPEC = importlib.util.spec_from_file_location(
-    "before_after", Path(__file__).resolve().parent.parent / "bench" / "before_after.py"
-)
+from paths import REPO
+
+SPEC = importlib.util.spec_from_file_location("before_after", REPO / "bench" / "before_after.py")
 before_after = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(before_after)
 
