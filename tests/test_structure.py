@@ -20,7 +20,6 @@ PACKAGE = REPO / "speechlm"
 MAX_LINES = 60
 # test files directly in tests/ that test no one top-level module: the package as a whole
 WHOLE_PACKAGE = {"test_imports.py", "test_structure.py"}
-# still directly in tests/ while speechlm/runpod.py is split on another branch (#30): the merge moves it
 # test folders that mirror something other than a speechlm package or module
 OTHER_MIRRORS = {
     "launch": "the launcher scripts of launch/ (and slurm/), which the tests run as a user does",
