@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import tarfile
 import time
 from pathlib import Path
@@ -16,23 +14,11 @@ import pytest
 import soundfile as sf
 import yaml
 
+from shard_cli import run_cli
 from speechlm.config import REPO_ROOT
 from speechlm.shard import ShardRecipe, Source, build, load_recipe
 
 SHIPPED = sorted((REPO_ROOT / "shards").glob("*.yaml"))
-
-
-def run_cli(*args, cwd=REPO_ROOT, **popen):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    return subprocess.Popen(
-        [sys.executable, "-m", "speechlm.shard", *map(str, args)],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **popen,
-    )
 
 
 def test_shipped_recipes_load():

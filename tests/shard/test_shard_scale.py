@@ -8,8 +8,6 @@ import io
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,7 +18,8 @@ import pytest
 import soundfile as sf
 import yaml
 
-from speechlm.config import REPO_ROOT, ConfigError
+from shard_cli import run_cli
+from speechlm.config import ConfigError
 from speechlm.shard import (
     NormalizeConfig,
     OutputConfig,
@@ -243,19 +242,6 @@ def test_source_in_object_storage_is_fetched_file_by_file(corpus, tmp_path, capl
     remote = build(recipe, tmp_path / "remote", workers=2)
     assert tars(remote) == tars(local)
     assert caplog.text.count("fetched memory:///bucket/speech/data/") == 4
-
-
-def run_cli(*args, **popen):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    return subprocess.Popen(
-        [sys.executable, "-m", "speechlm.shard", *map(str, args)],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **popen,
-    )
 
 
 def recipe_file(root: Path, tmp: Path) -> Path:
