@@ -43,6 +43,11 @@ class ModelConfig:
     # keeping one copy (0: off)
     loop_max_ngram: int = 8
     loop_min_repeats: int = 4
+    # fine-tune from a trained speechlm model: a checkpoint, run, final or exported folder, or a Hub id.
+    # Its projector, LoRA and any trained encoder/decoder parts are loaded onto this config's bases
+    # (which must be the folder's); the optimizer, schedule and data position start fresh
+    # (speechlm.train.init_from). Never recorded in a model folder.
+    init_from: str | None = None
 
 
 @dataclass
