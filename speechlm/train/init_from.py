@@ -91,9 +91,9 @@ def _same_base(ref: dict, model_id: str) -> bool:
     return ref["id"] == model_id
 
 
-def load_into(model, path: Path, fcfg: dict) -> list[str]:
+def load_into(model, path: Path, fcfg: dict) -> dict:
     """Put the folder's trained parts on a freshly built model (before the engine exists); returns the
-    parts loaded, as logged."""
+    exact (fp32) values of its trainable parameters, for `set_masters` once the engine exists."""
     trained = fcfg.get("trainable", {})
     weights = load_file(str(path / folder_mod.WEIGHTS))
     proj = {k.removeprefix("projector."): v for k, v in weights.items() if k.startswith("projector.")}
@@ -118,7 +118,18 @@ def load_into(model, path: Path, fcfg: dict) -> list[str]:
         path,
         ", ".join(loaded),
     )
-    return loaded
+    return {n: p.detach().float().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def set_masters(model, exact: dict) -> None:
+    """In DeepSpeed's bf16 mode the engine made the optimizer's fp32 masters from the module's bf16
+    copies, which rounds the loaded values to bf16: the masters get the exact values back (the bf16
+    copies the forward uses are those values rounded, as after any optimizer step)."""
+    from deepspeed.utils import safe_set_full_fp32_param
+
+    for name, p in model.named_parameters():
+        if name in exact and (hasattr(p, "_hp_mapping") or hasattr(p, "_z3_optimizer")):
+            safe_set_full_fp32_param(p, exact[name].to(p.device))
 
 
 def _load_adapter(model, adapter: Path) -> None:

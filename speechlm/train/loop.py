@@ -83,14 +83,17 @@ class Trainer:
         # after the CUDA probe of the auto batch, after the loaders (steps per epoch, total steps)
         run = self._resolve(resume)
         self.model = build_model(run.cfg, family=self.family)
+        exact = None
         if self.init is not None and resume is None:  # a resumed run has its trained weights in the checkpoint
-            init_from.load_into(self.model, *self.init)
+            exact = init_from.load_into(self.model, *self.init)
         if run.auto is not None:  # on CUDA: the worst case once, halving on OOM, before the engine exists
             run = run.with_pick(autobatch.probe(run.cfg, self.model, run.auto, self.device, self.world))
         self.train_loader, self.eval_loader = make_loaders(run.cfg, self.model, self.rank, self.world)
         self.settings = run.with_steps(self.train_loader.steps_per_epoch)
         sanity.warn_schedule(self.settings.cfg, self.settings.total_steps)
         self._build_engine()
+        if exact is not None:
+            init_from.set_masters(self.model, exact)
         self._restore(resume)
         self._open_outputs()
 
