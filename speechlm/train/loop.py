@@ -287,7 +287,8 @@ class Trainer:
         grad_norm = self.engine.get_global_grad_norm() if applied else None
         row = step_stats.figures(stats, dt, grad_norm, self.optimizer.param_groups, self.epoch, applied)
         grad_norm = row["train/grad_norm"]
-        if applied and math.isfinite(grad_norm) and grad_norm > t.grad_norm_spike:
+        spike = math.isfinite(grad_norm) and grad_norm > t.grad_norm_spike
+        if applied and spike and not sanity.settling(self.step, t.ctc_warmup_steps):
             log.warning(
                 "step %d: grad norm %.1f above training.grad_norm_spike=%.1f", self.step, grad_norm, t.grad_norm_spike
             )

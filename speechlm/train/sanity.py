@@ -11,6 +11,15 @@ from speechlm.model import ids
 
 log = logging.getLogger("speechlm.train")
 
+SETTLING_STEPS = 10  # a phase's first steps: large grad norms there are expected, not spikes
+
+
+def settling(step: int, ctc_warmup_steps: int) -> bool:
+    """Whether optimizer step `step` (1-based) is among the first SETTLING_STEPS of its phase (the
+    CTC warm start from step 1, the LM phase from ctc_warmup_steps + 1)."""
+    start = ctc_warmup_steps if 0 < ctc_warmup_steps < step else 0
+    return step - start <= SETTLING_STEPS
+
 
 def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("", "0", "false", "no", "off")
