@@ -20,10 +20,16 @@ class AudioError(ValueError):
     """Audio that cannot be used: undecodable bytes, no samples, or non-finite samples."""
 
 
+class AudioNotFound(AudioError):
+    """A file path that names no file: said as such, not as a decoder's "System error"."""
+
+
 def decode(data: bytes | bytearray | memoryview | str | Path) -> tuple[np.ndarray, int]:
     """(samples float32 [n] or [n, channels], sample rate) from bytes or a file path."""
     src = io.BytesIO(bytes(data)) if isinstance(data, (bytes, bytearray, memoryview)) else str(data)
     what = f"{len(bytes(data))} bytes" if not isinstance(src, str) else src
+    if isinstance(src, str) and not Path(src).is_file():
+        raise AudioNotFound(f"audio file not found: {src}")
     try:
         wave, sr = sf.read(src, dtype="float32", always_2d=False)
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError, OSError) as e:

@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from speechlm import quiet
+
 # name -> (module with main(argv, prog), one line for `speechlm --help`)
 COMMANDS = {
     "train": ("speechlm.train", "train a speech-LLM (alone, or under torchrun or deepspeed)"),
@@ -32,7 +34,8 @@ EXAMPLES = """examples:
   speechlm eval -m outputs/RUN -d librispeech -n 20
   speechlm runpod plan                              # then: up, wait, deploy, train, attach, checkpoint, down
 
-`speechlm COMMAND --help` shows each command's options and examples."""
+`speechlm COMMAND --help` shows each command's options and examples; `speechlm --verbose COMMAND` also
+shows the libraries' own notices (deprecation warnings, DeepSpeed's device notice)."""
 
 # deepspeed's launcher puts --local_rank=N right after the program (`speechlm --local_rank=0 train ...`)
 LOCAL_RANK = ("--local_rank", "--local-rank")
@@ -45,6 +48,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, max_help_position=20),
     )
+    ap.add_argument(quiet.FLAG, action="store_true", help="show the libraries' own notices too (speechlm.quiet)")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, help_) in COMMANDS.items():
         sub.add_parser(name, help=help_, add_help=False)
@@ -61,7 +65,8 @@ def split_local_rank(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = quiet.take_flag(list(sys.argv[1:] if argv is None else argv))
+    quiet.install()  # before any library is imported: their notices (speechlm.quiet); --verbose shows them
     local_rank, argv = split_local_rank(argv)
     if not argv or argv[0] not in COMMANDS:
         parser().parse_args(argv)  # --help, or argparse's message for a missing/unknown command (exit 2)

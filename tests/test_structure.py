@@ -19,7 +19,7 @@ from paths import REPO, TESTS
 PACKAGE = REPO / "speechlm"
 MAX_LINES = 60
 # test files directly in tests/ that test no one top-level module: the package as a whole
-WHOLE_PACKAGE = {"test_imports.py", "test_structure.py"}
+WHOLE_PACKAGE = {"test_imports.py", "test_structure.py", "test_readme_own_data.py"}
 # test folders that mirror something other than a speechlm package or module
 OTHER_MIRRORS = {
     "launch": "the launcher scripts of launch/ (and slurm/), which the tests run as a user does",

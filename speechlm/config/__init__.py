@@ -14,6 +14,7 @@ from speechlm.config.loader import (
     find_recipe,
     load,
     load_tree,
+    origin_of,
     parse_override,
     to_dict,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "find_recipe",
     "load",
     "load_tree",
+    "origin_of",
     "parse_override",
     "to_dict",
     "Config",

@@ -9,6 +9,7 @@ the key, the file it came from and the nearest valid key, so CLIs can print one 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import functools
@@ -138,15 +139,25 @@ def _nearest(word: str, options) -> str:
     return f" (did you mean '{m[0]}'?)" if m else ""
 
 
-def _where(key: str, origin: dict) -> str:
-    # the most specific origin recorded for this key or one of its parents; errors name a list
-    # element data.train[0], an override names it data.train.0
+def set_by(key: str, origin: dict) -> str | None:
+    """The file (or 'command line') that set `key`: the most specific origin recorded for it or one of
+    its parents; errors name a list element data.train[0], an override names it data.train.0."""
     parts = key.replace("[", ".").replace("]", "").split(".")
     for i in range(len(parts), 0, -1):
         src = origin.get(".".join(parts[:i]))
         if src:
-            return f" (from {src})"
-    return ""
+            return src
+    return None
+
+
+def origin_of(cfg, key: str) -> str | None:
+    """Who set `key` of a config `load` made (None for a config built in code, or a schema default)."""
+    return set_by(key, getattr(cfg, "origin", None) or {})
+
+
+def _where(key: str, origin: dict) -> str:
+    src = set_by(key, origin)
+    return f" (from {src})" if src else ""
 
 
 def _bad(tp, value, key: str, origin: dict) -> ConfigError:
@@ -286,6 +297,10 @@ def load(
 ):
     tree, origin = load_tree(recipe, experiment, overrides, default)
     cfg = build(schema, tree, origin)
+    # who set each key: checks that depend on it (a data path against the data.recipe that would
+    # build it) read it with origin_of; an attribute, not a field, so it is never saved with the config
+    with contextlib.suppress(AttributeError, TypeError):  # a schema with __slots__ keeps none
+        object.__setattr__(cfg, "origin", origin)
     validate = getattr(cfg, "validate", None)
     if validate:
         validate()

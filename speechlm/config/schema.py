@@ -43,6 +43,11 @@ class ModelConfig:
     # keeping one copy (0: off)
     loop_max_ngram: int = 8
     loop_min_repeats: int = 4
+    # fine-tune from a trained speechlm model: a checkpoint, run, final or exported folder, or a Hub id.
+    # Its projector, LoRA and any trained encoder/decoder parts are loaded onto this config's bases
+    # (which must be the folder's); the optimizer, schedule and data position start fresh
+    # (speechlm.train.init_from). Never recorded in a model folder.
+    init_from: str | None = None
 
 
 @dataclass
@@ -137,6 +142,8 @@ class TrainingConfig:
     # at every evaluation after the CTC warm start, also transcribe this many clips of each eval set
     # and log WER per part named in the clip ids (speechlm.by_part: eval/wer/<part>, eval/empty_share/<part>)
     eval_transcribe_clips: int = 0
+    # a grad norm above this is logged as a warning, except in the first steps of each phase (the CTC
+    # warm start, the LM phase), where a fresh projector or fresh adapters have large ones by nature
     grad_norm_spike: float = 100.0
 
 

@@ -1,6 +1,7 @@
 """The clips of a test set, whatever names it: a built shard set (a folder with manifest.json, or its
 URL: s3://, https://, ... read as training reads it), a data recipe (`shards/NAME.yaml` or NAME; its
-`test` split, built first if needed) or a JSONL/TSV manifest of audio paths and texts."""
+`test` split, built first if needed) or a manifest of audio paths and texts (JSONL, TSV, CSV, or an
+audiofolder's metadata.csv: read as a shard recipe's kind manifest reads one)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from speechlm.data import Clips, EvalLoader, remote
 from speechlm.data.catalog import read_manifest
 from speechlm.data.remote import RemoteIO
 from speechlm.shard import Source, sources
+from speechlm.shard.sources.manifest import read_records
+
+MANIFEST_SUFFIXES = (".jsonl", ".tsv", ".csv", ".txt")
 
 
 class ShardClips:
@@ -47,10 +51,13 @@ class ShardClips:
 
 
 def _manifest_clips(path: Path) -> Iterator[tuple[str, object, str]]:
-    """A JSONL/TSV list of audio paths and texts, read as the shard build reads one (kind: manifest)."""
-    src = Source(name="eval", kind="manifest", id_column="id", splits={"test": [str(path.resolve())]})
+    """A list of audio paths and texts, read as the shard build reads one (kind: manifest): columns
+    `audio` (or audiofolder's `file_name`) and `text`, and `id` when the file has one."""
+    _, columns = read_records(path)
+    id_column = "id" if "id" in columns else None
+    src = Source(name="eval", kind="manifest", id_column=id_column, splits={"test": [str(path.resolve())]})
     for unit in sources.of(src).list_units(src, "test", "dataset"):
-        for oid, text, apath, _ in unit["rows"]:
+        for oid, text, apath, *_ in unit["rows"]:
             if not text:
                 raise ConfigError(f"{path}: clip {oid} has no 'text' (a reference is needed to score it)")
             yield oid, apath, text
@@ -68,7 +75,7 @@ def dataset_clips(
         if not (p / "manifest.json").is_file():
             raise ConfigError(f"{spec}: a dataset folder must hold a manifest.json (built by speechlm.shard)")
         return p.name, ShardClips(str(p), split, n, batch_size)
-    if p.suffix in (".jsonl", ".tsv") and p.is_file():
+    if p.suffix in MANIFEST_SUFFIXES and p.is_file():
         return p.stem, _manifest_clips(p)
     # a data recipe: build its shards if they are not there yet (the test split is reserved for eval)
     if not (p.suffix in (".yaml", ".yml") and p.is_file()) and not (REPO_ROOT / "shards" / f"{spec}.yaml").is_file():

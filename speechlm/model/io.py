@@ -255,6 +255,7 @@ def _write_config(model, out: Path, refs: dict, merged: bool) -> None:
     settings = dataclasses.asdict(model.cfg)
     settings["audio_model_id"], settings["text_model_id"] = refs["encoder"]["id"], refs["decoder"]["id"]
     settings.pop("trust_remote_code", None)  # the reader decides, never the (possibly downloaded) folder
+    settings.pop("init_from", None)  # where a run started: a path of this machine, and no setting of the model
     trainable = dict(model.trainable, lora=bool(model.trainable.get("lora")) and not merged)
     config = {
         "model_type": "speechlm",

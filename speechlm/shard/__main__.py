@@ -15,6 +15,7 @@ from speechlm.shard.pipeline import build
 
 EXAMPLES = """examples:
   speechlm shard --config synthetic                                  # shards/synthetic.yaml -> shards/synthetic/
+  speechlm shard --config my_data.yaml --out shards/my_data          # your own data: README, "Train on your own data"
   speechlm shard --config shards/loquacious_small.yaml --workers 8   # streams the Hub's parquet files
   speechlm shard --config multiasr --out /shared/multiasr --num-tasks 4 --task-index 0   # one of 4 machines
   speechlm shard merge /shared/multiasr                              # after all 4 tasks"""
@@ -35,9 +36,17 @@ def main(argv: list[str] | None = None, prog: str = "python -m speechlm.shard") 
         return
     ap = command_parser(prog, __doc__, EXAMPLES)
     ap.add_argument("--config", required=True, help="recipe file, or the name of one in shards/")
-    ap.add_argument("--out", help="output folder (default: shards/<recipe name>/ beside the recipe)")
+    ap.add_argument(
+        "--out",
+        help="output folder (default: <the recipe's folder>/<recipe name>/: shards/NAME/ for shards/NAME.yaml, "
+        "recipes/NAME/ for recipes/NAME.yaml; output.root in the recipe sets it too)",
+    )
     ap.add_argument("--workers", type=int, help="worker processes (default: the recipe's, else one per core)")
-    ap.add_argument("--overwrite", action="store_true", help="replace a shard set built from other settings")
+    ap.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a shard set of another recipe or settings (a set whose inputs changed is rebuilt without it)",
+    )
     ap.add_argument(
         "--num-tasks",
         type=int,

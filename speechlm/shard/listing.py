@@ -53,7 +53,7 @@ def load_chunks(stage: Path, unit: dict) -> list[dict]:
 
 
 def make(cfg: ShardRecipe, out: Path) -> dict:
-    units, inputs, drops = [], {}, {}
+    units, inputs, drops, dropped = [], {}, {}, []
     for i, src in enumerate(cfg.sources):
         key = f"sources[{i}]"
         stype = sources.of(src)
@@ -62,7 +62,7 @@ def make(cfg: ShardRecipe, out: Path) -> dict:
             listed = stype.list_units(src, split, key)
             inputs.setdefault(src.name, {})[split] = sum(len(u["rows"]) for u in listed)
             per = drops.setdefault(src.name, {}).setdefault(split, {})
-            kept = _keep(cfg, src, listed, per)
+            kept = _keep(cfg, src, listed, per, Report(dropped, src.name, split))
             _cap(cfg, src, split, kept, per)
             for k, (u, rows) in enumerate(zip(listed, kept)):
                 if rows:
@@ -85,12 +85,29 @@ def make(cfg: ShardRecipe, out: Path) -> dict:
                 len(listed),
                 sum(map(len, kept)),
             )
+            if per.get(N.DUPLICATE_ID):
+                log.warning(
+                    "%s/%s: %d rows dropped as duplicate_id: their clip id is an earlier row's (ids come from %s); "
+                    "give every row its own id (%s.id_column), or see the drop report",
+                    src.name,
+                    split,
+                    per[N.DUPLICATE_ID],
+                    f"column '{src.id_column}'" if src.id_column else "the source's own names",
+                    key,
+                )
     tc_info, truecased = _truecase(cfg, units, out)
     for u in units:
         u["chunks"] = _chunks(u, cfg.output.work_chunk)
         u["rows"] = sum(len(c["rows"]) for c in u["chunks"])  # what the task split balances
         u["n_chunks"] = len(u["chunks"])
-    return {"units": units, "inputs": inputs, "drops": drops, "truecaser": tc_info, "truecased": truecased}
+    return {
+        "units": units,
+        "inputs": inputs,
+        "drops": drops,
+        "dropped": dropped,
+        "truecaser": tc_info,
+        "truecased": truecased,
+    }
 
 
 def _count(per: dict, reason: str, n: int = 1) -> None:
@@ -104,15 +121,34 @@ def _matches(f: RowFilter, value) -> bool:
     return hit if f.include is not None else not hit
 
 
-def _keep(cfg: ShardRecipe, src, listed: list[dict], per: dict) -> list[list]:
-    """Per unit, the rows that pass: [id, orig_id, normalized text, ref]; the rest are counted."""
-    seen, kept = set(), []
+class Report:
+    """The rows a split drops, one line each (source, split, row, file, reason, detail): the drop
+    report written beside the manifest (speechlm.shard.merge). Deliberate drops (filters, caps) are
+    only counted."""
+
+    def __init__(self, rows: list, source: str, split: str):
+        self.rows, self.source, self.split = rows, source, split
+
+    def add(self, where: str, ref, reason: str, detail: str = "") -> None:
+        self.rows.append([self.source, self.split, where, ref_file(ref), reason, detail])
+
+
+def ref_file(ref) -> str:
+    """The file a row's audio ref names, when it is a path ("" for a dataset row index and the like)."""
+    return ref if isinstance(ref, str) else ""
+
+
+def _keep(cfg: ShardRecipe, src, listed: list[dict], per: dict, report: Report) -> list[list]:
+    """Per unit, the rows that pass: [id, orig_id, normalized text, ref]; the rest are counted and reported."""
+    seen, kept = {}, []
     for u in listed:
         rows = []
-        for oid, text, ref, fields in u["rows"]:
+        for oid, text, ref, fields, *at in u["rows"]:
+            where = at[0] if at else str(oid)  # a type may say where the row is (file:line)
             cid = f"{src.name}_{UNSAFE.sub('_', str(oid))}"
             if text is None:  # a label whose bytes are not UTF-8
                 _count(per, N.NOT_UTF8)
+                report.add(where, ref, N.NOT_UTF8)
                 continue
             if not all(_matches(f, fields.get(f.column)) for f in src.filters):
                 _count(per, FILTERED)
@@ -120,10 +156,12 @@ def _keep(cfg: ShardRecipe, src, listed: list[dict], per: dict) -> list[list]:
             text = N.normalize_text(text, cfg.normalize.tags)
             if not text and not src.keep_empty:
                 _count(per, N.EMPTY_TEXT)
+                report.add(where, ref, N.EMPTY_TEXT)
             elif cid in seen:
                 _count(per, N.DUPLICATE_ID)
+                report.add(where, ref, N.DUPLICATE_ID, f"clip id {cid} is also {seen[cid]}'s")
             else:
-                seen.add(cid)
+                seen[cid] = where
                 rows.append([cid, str(oid), text, ref])
         kept.append(rows)
     return kept

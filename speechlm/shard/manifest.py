@@ -108,14 +108,17 @@ def build_manifest(
     drops: dict,
     truecaser: dict | None,
     truecased: list[str],
+    input_digests: dict | None = None,
 ) -> dict:
     """`shards`: {file, source, split, ids, durations} in write order; `inputs`: source -> split -> rows;
-    `drops`: source -> split -> reason -> count."""
+    `drops`: source -> split -> reason -> count; `input_digests`: source -> {input: digest} (what the
+    build read besides the recipe, SourceType.inputs: a set built from other inputs is rebuilt)."""
     splits = _split_totals(recipe, shards)
     return {
         "format": FORMAT,
         "name": recipe.name,
         "fingerprint": fingerprint,
+        "inputs": input_digests or {},
         "splits": splits,
         "sources": _source_summary(recipe, splits, inputs, drops, truecaser, truecased),
         "drops": _drop_summary(drops),

@@ -22,6 +22,7 @@ EMPTY_TEXT = "empty_text"
 NOT_UTF8 = "text_not_utf8"
 DUPLICATE_ID = "duplicate_id"
 UNDECODABLE = "undecodable_audio"
+NOT_FOUND = "audio_not_found"
 TOO_SHORT = "too_short"
 TOO_LONG = "too_long"
 

@@ -22,9 +22,9 @@ from tqdm import tqdm
 
 from speechlm.config import ConfigError
 from speechlm.fsutil import atomic_write
-from speechlm.shard import hfstream, listing, writer
+from speechlm.shard import hfstream, listing, sources, writer
 from speechlm.shard.listing import TRUECASER
-from speechlm.shard.merge import STAGE, TAR_NAME, merge
+from speechlm.shard.merge import DROP_REPORT, INPUTS, STAGE, TAR_NAME, merge
 from speechlm.shard.schema import SHARD_RECIPES, ShardRecipe, fingerprint, load_recipe, recipe_dict
 
 log = logging.getLogger("speechlm.shard")
@@ -60,13 +60,14 @@ def build(
         )
     out = Path(out_dir or cfg.output.root or recipe_dir / cfg.name)
     workers = workers or cfg.workers or os.cpu_count() or 1
-    fp = fingerprint(cfg)
-    if _up_to_date(out, fp, overwrite):
+    fp, digests = fingerprint(cfg), input_digests(cfg)
+    if _up_to_date(out, fp, digests, overwrite, num_tasks):
         log.info("%s is up to date (%s)", out, fp[:12])
         return out
     stage = out / STAGE
     stage.mkdir(parents=True, exist_ok=True)
     atomic_write(stage / "fingerprint", fp.encode())
+    atomic_write(stage / INPUTS, json.dumps(digests, sort_keys=True).encode())
     atomic_write(stage / "recipe.json", json.dumps(recipe_dict(cfg), sort_keys=True).encode())
 
     listed = listing.prepare(cfg, out, stage)
@@ -84,27 +85,72 @@ def build(
     return out
 
 
-def _up_to_date(out: Path, fp: str, overwrite: bool) -> bool:
-    """True when `out` already holds this build; False to build or resume; raises on a foreign set."""
+def input_digests(cfg: ShardRecipe) -> dict:
+    """source -> {input: digest} of what the build reads besides the recipe (SourceType.inputs)."""
+    out = {}
+    for i, src in enumerate(cfg.sources):
+        got = sources.of(src).inputs(src, f"sources[{i}]")
+        if got:
+            out[src.name] = got
+    return out
+
+
+def changed_inputs(old: dict | None, new: dict) -> list[str]:
+    """What differs between two input records, in words ("mine: train.csv changed")."""
+    if old is None:
+        return [f"{s}: no record of its inputs (built by an older speechlm)" for s in new]
+    out = []
+    for s in sorted(set(old) | set(new)):
+        a, b = old.get(s, {}), new.get(s, {})
+        for name in sorted(set(a) | set(b)):
+            if name not in a:
+                out.append(f"{s}: {name} is new")
+            elif name not in b:
+                out.append(f"{s}: {name} is no longer read")
+            elif a[name] != b[name]:
+                out.append(f"{s}: {name} changed")
+    return out
+
+
+def _up_to_date(out: Path, fp: str, digests: dict, overwrite: bool, num_tasks: int = 1) -> bool:
+    """True when `out` already holds this build; False to build or resume; raises on a foreign set.
+    A set (or an unfinished build) of this recipe from other inputs is rebuilt, saying what changed."""
     man, stage_fp = out / "manifest.json", out / STAGE / "fingerprint"
     old = json.loads(man.read_text()) if man.is_file() else None
     staged = stage_fp.read_text() if stage_fp.is_file() else None
     ours = [p for p in out.iterdir() if TAR_NAME.match(p.name)] if out.is_dir() else []
-    if not overwrite:
-        if old is not None and old.get("fingerprint") == fp:
+    if overwrite:
+        log.info("overwriting the shard set in %s", out)
+        _clear(out, ours)
+        return False
+    if old is not None and old.get("fingerprint") == fp:
+        changed = changed_inputs(old.get("inputs"), digests)
+        if not changed:
             files = [s["file"] for sp in old["splits"].values() for s in sp["shards"]]
             return all((out / f).is_file() for f in files)  # else rebuild the missing ones
-        if old is None and (staged == fp or (staged is None and not ours)):
+        log.warning("%s: its inputs changed (%s); rebuilding it", out, "; ".join(changed))
+        _clear(out, ours)
+        return False
+    if old is None:
+        staged_inputs = out / STAGE / INPUTS
+        before = json.loads(staged_inputs.read_text()) if staged_inputs.is_file() else {}
+        if (staged == fp and before == digests) or (staged is None and not ours):
             return False  # resume a killed build, or a fresh one
-        raise ConfigError(
-            f"{out} holds shards of another recipe or other settings; "
-            "pass --overwrite to replace them or --out to build elsewhere"
-        )
-    log.info("overwriting the shard set in %s", out)
-    for p in ours + [man, out / TRUECASER]:
+        if not ours and num_tasks == 1:  # an unfinished build, nothing merged: nothing final is lost
+            why = changed_inputs(before, digests) if staged == fp else ["the recipe or its settings changed"]
+            log.warning("%s: restarting an unfinished build (%s)", out, "; ".join(why))
+            _clear(out, ours)
+            return False
+    raise ConfigError(
+        f"{out} holds shards of another recipe or other settings; "
+        "pass --overwrite to replace them or --out to build elsewhere"
+    )
+
+
+def _clear(out: Path, tars: list[Path]) -> None:
+    for p in tars + [out / "manifest.json", out / TRUECASER, out / DROP_REPORT]:
         p.unlink(missing_ok=True)
     shutil.rmtree(out / STAGE, ignore_errors=True)
-    return False
 
 
 def _pool(n: int):
@@ -215,12 +261,13 @@ def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path,
         )
     metas = _run(tasks, writer.process_chunk, pool, bar)
     drops: dict = {}
-    clips = []
+    clips, dropped = [], []
     for task, meta in zip(tasks, metas):
         for reason, n in meta["drops"].items():
             drops[reason] = drops.get(reason, 0) + n
         for err in meta["errors"]:
-            log.warning("%s/%s: skipped undecodable audio: %s", src.name, unit["split"], err)
+            log.warning("%s/%s: skipped audio: %s", src.name, unit["split"], err)
+        dropped += [[src.name, unit["split"], *row] for row in meta.get("dropped", [])]  # oid, file, reason, detail
         clips += [dict(c, blob=task["blob"]) for c in meta["clips"]]
     # the write-time shuffle: seeded per source file, whatever the worker or task count
     random.Random(f"{cfg.output.seed}-{unit['name']}").shuffle(clips)
@@ -232,6 +279,7 @@ def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path,
     _run(parts, writer.write_shard, pool)
     done = {
         "drops": drops,
+        "dropped": dropped,
         "shards": [
             {
                 "part": Path(p["path"]).name,

@@ -80,11 +80,16 @@ class NormalizeConfig:
     truecase: bool = True
     # a MosesTruecaser model file to use instead of training on the recipe's cased sources
     truecase_model: str | None = None
+    # a source's split that drops more than this share of its rows (empty labels, missing or
+    # undecodable audio, too short or long, duplicate ids; filters and max_clips aside) stops the
+    # build with the reasons counted, before any manifest is written; so does a split with 0 clips
+    max_drop_share: float = 0.5
 
 
 @dataclass
 class OutputConfig:
-    root: str | None = None  # default: shards/<recipe name>/ beside the recipe
+    # default: <the recipe's folder>/<recipe name>/ (shards/NAME/ for a recipe in shards/)
+    root: str | None = None
     # a shard closes at whichever limit comes first (0 disables a limit)
     shard_clips: int = 1000
     shard_bytes: int = 0
@@ -133,6 +138,8 @@ class ShardRecipe:
             raise ConfigError(f"output.work_chunk: must be >= 1, got {o.work_chunk}")
         if not 0 <= n.min_seconds < n.max_seconds:
             raise ConfigError(f"normalize: need 0 <= min_seconds < max_seconds, got {n.min_seconds}, {n.max_seconds}")
+        if not 0 <= n.max_drop_share <= 1:
+            raise ConfigError(f"normalize.max_drop_share: must be in [0, 1], got {n.max_drop_share}")
         if self.workers < 0:
             raise ConfigError(f"workers: must be >= 0, got {self.workers}")
 
@@ -253,6 +260,7 @@ def fingerprint(recipe: ShardRecipe) -> str:
     """Hash of everything that decides the output bytes (the worker count does not)."""
     d = recipe_dict(recipe)
     d.pop("workers")
+    d["normalize"].pop("max_drop_share")  # decides whether a build passes, not its bytes
     for s in d["sources"]:
         s.setdefault(_LEGACY_SECTION, _LEGACY_DEFAULTS)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()

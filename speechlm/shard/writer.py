@@ -21,7 +21,7 @@ from speechlm.shard import normalize as N
 from speechlm.shard.schema import Source
 
 SR = audio.SAMPLE_RATE
-MAX_ERRORS_KEPT = 3
+MAX_ERRORS_KEPT = 3  # named in the log per chunk; the drop report lists every one
 
 
 def dumps(obj) -> bytes:
@@ -64,11 +64,14 @@ def process_chunk(task: dict) -> dict:
         get = lambda ref: hfstream.decode_cell(cells(ref))  # noqa: E731
     else:
         get = lambda ref: sources.of(src).fetch(src, ref)  # noqa: E731
+    dropped: list[list] = []  # every dropped row: [orig id, file, reason, detail] (the drop report)
     for cid, oid, text, ref in task["rows"]:
         try:
             wave, labels = _audio_and_labels(get(ref))
         except audio.AudioError as e:
-            drops[N.UNDECODABLE] = drops.get(N.UNDECODABLE, 0) + 1
+            reason = N.NOT_FOUND if isinstance(e, audio.AudioNotFound) else N.UNDECODABLE
+            drops[reason] = drops.get(reason, 0) + 1
+            dropped.append([oid, ref if isinstance(ref, str) else "", reason, str(e)])
             if len(errors) < MAX_ERRORS_KEPT:
                 errors.append(f"{oid}: {e}")
             continue
@@ -76,6 +79,7 @@ def process_chunk(task: dict) -> dict:
         reason = N.TOO_SHORT if seconds < task["min_seconds"] else N.TOO_LONG if seconds > task["max_seconds"] else None
         if reason:
             drops[reason] = drops.get(reason, 0) + 1
+            dropped.append([oid, ref if isinstance(ref, str) else "", reason, f"{seconds:.2f} s"])
             continue
         flac = audio.encode_flac(wave)
         clip = {
@@ -91,7 +95,7 @@ def process_chunk(task: dict) -> dict:
         clips.append(clip)
         blob.append(flac)
         offset += len(flac)
-    meta = {"clips": clips, "drops": drops, "errors": errors, "rows": len(task["rows"])}
+    meta = {"clips": clips, "drops": drops, "errors": errors, "dropped": dropped, "rows": len(task["rows"])}
     atomic_write(Path(task["blob"]), b"".join(blob))
     atomic_write(meta_path, dumps(meta))  # last: its presence marks the chunk complete
     return meta

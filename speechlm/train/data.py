@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from speechlm import text
-from speechlm.config import REPO_ROOT, Config, ConfigError
+from speechlm.config import REPO_ROOT, Config, ConfigError, origin_of
 from speechlm.data import Collator, EvalLoader, TrainLoader
 from speechlm.data.limits import check_sets_for_encoder
 from speechlm.data.remote import is_url
@@ -40,6 +40,7 @@ def ensure_shards(cfg: Config) -> None:
         return
     if not cfg.data.recipe:
         raise ConfigError(f"data.train: no shards at {missing[0]} and no data.recipe to build them from")
+    check_recipe_builds(cfg, missing)
     if int(os.environ.get("RANK", "0")) == 0:
         from speechlm import shard  # the shard builder and its audio/text tooling: only when shards are missing
 
@@ -56,6 +57,26 @@ def ensure_shards(cfg: Config) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"rank 0 did not finish building {missing[0]} in {SHARD_WAIT_S} s")
         time.sleep(2)
+
+
+def check_recipe_builds(cfg: Config, missing: list[Path]) -> None:
+    """`data.recipe` builds a missing set only where the same file (or the command line) set both the
+    recipe and the set's path: a recipe inherited from a base config (the demo's shards/demo.yaml)
+    never fills a path the user typed (a typo would train on the demo corpus)."""
+    recipe_by = origin_of(cfg, "data.recipe")
+    sets = [("data.train", i, s) for i, s in enumerate(cfg.data.train)]
+    sets += [("data.eval", i, s) for i, s in enumerate(cfg.data.eval)]
+    for what, i, s in sets:
+        if Path(s.path) not in missing:
+            continue
+        path_by = origin_of(cfg, f"{what}.{i}.path")
+        if path_by != recipe_by:
+            raise ConfigError(
+                f"{what}[{i}].path: no shard set at {s.path} (no manifest.json; from {path_by or 'the defaults'}), "
+                f"and data.recipe ({cfg.data.recipe}) was set by {recipe_by or 'the defaults'}, which builds only the "
+                f"paths set beside it; build yours first (speechlm shard --config YOUR_RECIPE --out {s.path}), "
+                "or name the recipe that builds it beside the path (data.recipe=YOUR_RECIPE)"
+            )
 
 
 def check_encoder_limits(cfg: Config, family) -> None:

@@ -27,7 +27,7 @@ from speechlm.model.encoders import family_for
 from speechlm.model.io import save_pretrained
 from speechlm.model.kernels import log_kernels
 from speechlm.model.parts import preflight
-from speechlm.train import autobatch, optim, step_stats
+from speechlm.train import autobatch, init_from, optim, runfolder, sanity, step_stats
 from speechlm.train import checkpoint as ckpt_mod
 from speechlm.train import engine as engine_mod
 from speechlm.train import final as final_mod
@@ -43,9 +43,10 @@ SKIP_KEYS = ("tar_errors", "missing_clips", "bad_clips", "empty_batches")  # spe
 
 
 class Trainer:
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, overwrite: bool = False):
         self.config = cfg  # as given: never changed (the run trains with `self.cfg`, its resolved copy)
         self.settings: RunSettings | None = None  # decided once, in setup
+        self.overwrite = overwrite  # `speechlm train --overwrite`: start over in a run folder that holds a run
 
     @property
     def cfg(self) -> Config:
@@ -74,16 +75,25 @@ class Trainer:
             self.config.training.save_total_limit,
             export=lambda model, path: save_pretrained(model, path, card=self.card()),
         )
-        resume = self.ckpt.resolve(self.config.training.resume_from_checkpoint)
+        # a folder that holds a run: resume it (same config), or stop (speechlm.train.runfolder)
+        resume = self.ckpt.resolve(runfolder.claim(self.config, self.run_dir, self.overwrite, self.rank))
+        if dist.is_initialized():
+            dist.barrier()  # rank 0 may have cleared the folder: nobody opens its files before that
         # the run's settings in three stages (speechlm.train.run), each a new value: before the model,
         # after the CUDA probe of the auto batch, after the loaders (steps per epoch, total steps)
         run = self._resolve(resume)
         self.model = build_model(run.cfg, family=self.family)
+        exact = None
+        if self.init is not None and resume is None:  # a resumed run has its trained weights in the checkpoint
+            exact = init_from.load_into(self.model, *self.init)
         if run.auto is not None:  # on CUDA: the worst case once, halving on OOM, before the engine exists
             run = run.with_pick(autobatch.probe(run.cfg, self.model, run.auto, self.device, self.world))
         self.train_loader, self.eval_loader = make_loaders(run.cfg, self.model, self.rank, self.world)
         self.settings = run.with_steps(self.train_loader.steps_per_epoch)
+        sanity.warn_schedule(self.settings.cfg, self.settings.total_steps)
         self._build_engine()
+        if exact is not None:
+            init_from.set_masters(self.model, exact)
         self._restore(resume)
         self._open_outputs()
 
@@ -112,6 +122,7 @@ class Trainer:
     def _restore(self, resume: Path | None) -> None:
         """Step, epoch, reader position and RNG from the checkpoint resumed (the engine loads its own state)."""
         self.step, self.epoch = 0, 0
+        self.resumed = resume is not None
         if resume is None:
             return
         state, mine = self.ckpt.load(resume, self.engine)
@@ -120,6 +131,7 @@ class Trainer:
         self.epoch = self.train_loader.epoch
         ckpt_mod.set_rng_state(mine["rng"])
         log.info("resumed from %s at step %d (epoch %d)", resume, self.step, self.epoch)
+        runfolder.warn_if_other_data(state.get("config", {}), self.config, resume, self.step)
 
     def _open_outputs(self) -> None:
         """The Hub uploader, config.yaml (the resolved config), metrics, the clip ledger, the run's first lines."""
@@ -165,12 +177,17 @@ class Trainer:
         make_loss(t)
         if t.resume_from_checkpoint not in (None, "auto"):  # an explicit path must hold a checkpoint
             ckpt_mod.CheckpointManager(".").resolve(t.resume_from_checkpoint)
+        sanity.check_hub(cfg)
         if t.push_to_hub and not t.hub_model_id:
             raise ConfigError("training.hub_model_id: required when training.push_to_hub is true")
         if cfg.data.augment.enabled:  # noise/RIR folders listed, codecs checked: a ConfigError naming the key
             Augmenter(cfg.data.augment, seed=t.seed)
-        self.family = family_for(cfg.model.audio_model_id, cfg.model.trust_remote_code)  # the run's, once
-        preflight(cfg.model, self.family)  # every pretrained weight accounted for, on the meta device
+        self.init = init_from.check(cfg) if cfg.model.init_from else None  # (folder, its config), checked
+        try:
+            self.family = family_for(cfg.model.audio_model_id, cfg.model.trust_remote_code)  # the run's, once
+            preflight(cfg.model, self.family)  # every pretrained weight accounted for, on the meta device
+        except ConfigError as e:
+            raise sanity.explain_offline(e, cfg) from None
 
     def _run_dir(self) -> Path:
         name = self.config.training.run_name
@@ -190,7 +207,7 @@ class Trainer:
         t, total = self.t, self.settings.total_steps
         code = 0
         nonfinite_in_a_row = 0
-        last_saved = self.step if t.resume_from_checkpoint else -1
+        last_saved = self.step if self.resumed else -1
         batches = iter(self.train_loader)
         self.engine.train()
         while self.step < total:
@@ -270,7 +287,8 @@ class Trainer:
         grad_norm = self.engine.get_global_grad_norm() if applied else None
         row = step_stats.figures(stats, dt, grad_norm, self.optimizer.param_groups, self.epoch, applied)
         grad_norm = row["train/grad_norm"]
-        if applied and math.isfinite(grad_norm) and grad_norm > t.grad_norm_spike:
+        spike = math.isfinite(grad_norm) and grad_norm > t.grad_norm_spike
+        if applied and spike and not sanity.settling(self.step, t.ctc_warmup_steps):
             log.warning(
                 "step %d: grad norm %.1f above training.grad_norm_spike=%.1f", self.step, grad_norm, t.grad_norm_spike
             )

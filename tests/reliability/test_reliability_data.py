@@ -81,20 +81,24 @@ def test_shard_build_drops_bad_rows_by_reason(tmp_path, caplog):
         sources=[
             Source(name="man", kind="manifest", path=str(root), splits={"train": ["train.jsonl"]}, id_column="id")
         ],
-        normalize=NormalizeConfig(min_seconds=0.5, max_seconds=10.0, truecase=False),
+        # 7 of 9 rows are bad on purpose: above the default share of 0.5, which stops a build
+        normalize=NormalizeConfig(min_seconds=0.5, max_seconds=10.0, truecase=False, max_drop_share=0.8),
         output=OutputConfig(shard_clips=10, work_chunk=4),
     )
     caplog.set_level(logging.INFO, logger="speechlm.shard")
     out = build(recipe, tmp_path / "out", workers=1)
     man = json.loads((out / "manifest.json").read_text())
     assert man["drops"]["by_source"]["man"]["train"] == {
-        "undecodable_audio": 5,
+        "undecodable_audio": 4,  # zero, nan, inf, corrupt
+        "audio_not_found": 1,  # missing
         "empty_text": 1,
         "text_not_utf8": 1,
-    }  # zero, nan, inf, corrupt, missing
+    }
     assert man["splits"]["train"]["clips"] == 2
-    for reason in ("undecodable_audio", "empty_text", "text_not_utf8"):
+    for reason in ("undecodable_audio", "audio_not_found", "empty_text", "text_not_utf8"):
         assert f"man/train clips: {reason}" in caplog.text  # the printed summary
+    report = (out / "drops.tsv").read_text().splitlines()
+    assert len(report) == 1 + 7 and "train.jsonl:8\t" in report[2] and "\ttext_not_utf8\t" in report[2]
 
 
 def test_empty_transcripts_pass_only_from_sources_that_keep_them(synthetic_shards, tmp_path):

@@ -208,13 +208,21 @@ def test_all_source_kinds_counts_drops_and_truecasing(mixed_inputs, tmp_path, ca
     man = json.loads((out / "manifest.json").read_text())
 
     assert man["drops"]["by_source"]["man"]["train"] == {
-        "undecodable_audio": 2,
+        "undecodable_audio": 1,
+        "audio_not_found": 1,  # said as such, not as a decoder's "System error"
         "too_short": 1,
         "too_long": 1,
         "empty_text": 1,
     }
-    assert man["drops"]["total"] == 5 and man["drops"]["by_reason"]["undecodable_audio"] == 2
-    assert "skipped undecodable audio: garbage" in caplog.text and "dropped 1 man/train clips: too_long" in caplog.text
+    assert man["drops"]["total"] == 5 and man["drops"]["by_reason"]["undecodable_audio"] == 1
+    assert "skipped audio: garbage: cannot decode" in caplog.text
+    assert "dropped 1 man/train clips: too_long" in caplog.text
+    assert "missing: audio file not found" in caplog.text
+    # every dropped row in the drop report beside the manifest: row, file, reason
+    report = [line.split("\t") for line in (out / "drops.tsv").read_text().splitlines()]
+    assert report[0] == ["source", "split", "row", "file", "reason", "detail"]
+    assert sorted(r[4] for r in report[1:]) == sorted(man["drops"]["by_source"]["man"]["train"])
+    assert {r[4]: r[3].endswith("missing.flac") for r in report[1:]}["audio_not_found"]
     for src in man["sources"].values():
         for split, n in src["input"].items():  # kept = input - counted drops, per source and split
             assert src["kept"][split] == n - src["dropped"].get(split, 0)

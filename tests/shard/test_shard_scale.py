@@ -173,9 +173,13 @@ def test_empty_labels_are_dropped_unless_kept_on_purpose(corpus, tmp_path):
             name="x", sources=[Source(name="n", kind="hf", path="p", splits={"train": ["t"]}, text_column=None)]
         ).validate()
     recipe.sources[0].keep_empty = False
-    man = json.loads((build(recipe, tmp_path / "drop", workers=1) / "manifest.json").read_text())
-    assert man["drops"]["by_source"]["noise"]["train"] == {"filtered": 6, "empty_text": 12}
-    assert "train" not in man["splits"]
+    # a split that loses every clip stops the build, the reasons counted (the filter's rows are deliberate)
+    with pytest.raises(
+        ConfigError, match=r"split 'train' ends with 0 clips; noise/train: 12 of 12 rows dropped \(empty_text 12\)"
+    ):
+        build(recipe, tmp_path / "drop", workers=1)
+    assert not (tmp_path / "drop" / "manifest.json").exists()
+    assert len((tmp_path / "drop" / "drops.tsv").read_text().splitlines()) == 1 + 12
 
 
 def test_streaming_bad_inputs_are_clear_errors(corpus, tmp_path):

@@ -9,13 +9,16 @@ registered with one line: `register(MyType())`. Looking a kind up loads the plug
 
 A unit is one input file of a split (a streamed parquet data file, a manifest file, a LibriSpeech
 sub-folder, a map-mode dataset split, the synthetic split): what one build task reads, and the
-group its shards are cut from. A row is (orig_id, raw text, audio ref, filter fields); the ref is
-whatever the type's `fetch` needs, and must be JSON-serializable (it is staged in the listing).
+group its shards are cut from. A row is (orig_id, raw text, audio ref, filter fields[, where]); the
+ref is whatever the type's `fetch` needs, and must be JSON-serializable (it is staged in the listing);
+`where`, optional, names the row for the drop report (`train.csv:12`; default: the orig_id).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+from pathlib import Path
 
 import numpy as np
 
@@ -74,6 +77,13 @@ class SourceType:
         written into the clip's JSON beside "text" (kind timed: "words")."""
         raise NotImplementedError
 
+    def inputs(self, src, key: str) -> dict[str, str]:
+        """What the build reads besides the recipe, as {name: digest}: a digest changes when the input
+        does (a manifest's bytes, a folder's files with their sizes and mtimes), so a shard set built
+        from other inputs is rebuilt. Cheap: no audio is decoded. {} for a type whose output the
+        recipe alone decides (a generated corpus) or whose input it cannot see (a Hub id)."""
+        return {}
+
     def estimate_bytes(self, src: dict) -> int | None:
         """Bytes a build downloads for this source (the planner's disk figure), from the recipe's raw
         YAML mapping; None when unknown."""
@@ -122,3 +132,21 @@ def types() -> list[SourceType]:
 def fields(record: dict, src) -> dict:
     """The row's values of the columns the source's filters test."""
     return {f.column: record.get(f.column) for f in src.filters}
+
+
+def stat_digest(paths) -> str:
+    """sha256 over each path with its size and mtime (or `missing`): changes when a file does."""
+    h = hashlib.sha256()
+    for p in paths:
+        try:
+            st = Path(p).stat()
+            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        except OSError:
+            h.update(f"{p}\0missing\n".encode())
+    return h.hexdigest()
+
+
+def folder_digest(root) -> str:
+    """stat_digest of every file under a folder (its listing with sizes and mtimes)."""
+    root = Path(root).expanduser()
+    return stat_digest(sorted(p for p in root.rglob("*") if p.is_file()))

@@ -16,7 +16,7 @@ import numpy as np
 
 from speechlm.config import ConfigError
 from speechlm.shard import hfstream
-from speechlm.shard.sources.base import SourceType, register
+from speechlm.shard.sources.base import SourceType, folder_digest, register
 
 _OPEN: dict = {}  # per process: (source, split) -> dataset with only the audio column
 
@@ -46,6 +46,12 @@ class HF(SourceType):
     def fetch(self, src, ref) -> np.ndarray:
         ds_split, idx = ref
         return hfstream.decode_cell(_open_audio(src, ds_split)[idx][src.audio_column])
+
+    def inputs(self, src, key: str) -> dict[str, str]:
+        """A local folder (parquet files or save_to_disk): its files with their sizes and mtimes; a Hub
+        id or a URL: nothing (the recipe names it)."""
+        local = Path(src.path.removeprefix("file://")).expanduser()
+        return {src.path: folder_digest(local)} if hfstream.is_local(src.path) and local.is_dir() else {}
 
     def estimate_bytes(self, src: dict) -> int | None:
         from huggingface_hub import HfApi  # the planner's online path only

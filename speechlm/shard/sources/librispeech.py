@@ -9,7 +9,7 @@ import numpy as np
 
 from speechlm import audio
 from speechlm.config import ConfigError
-from speechlm.shard.sources.base import SourceType, register
+from speechlm.shard.sources.base import SourceType, folder_digest, register
 
 
 class LibriSpeech(SourceType):
@@ -35,6 +35,10 @@ class LibriSpeech(SourceType):
 
     def fetch(self, src, ref) -> np.ndarray:
         return audio.load(ref)
+
+    def inputs(self, src, key: str) -> dict[str, str]:
+        """Each split's sub-folder: its files with their sizes and mtimes."""
+        return {sub: folder_digest(Path(src.path) / sub) for subs in src.splits.values() for sub in subs}
 
 
 register(LibriSpeech())
