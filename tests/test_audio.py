@@ -47,7 +47,8 @@ def test_flac_round_trip_is_exact_to_16_bits_and_deterministic():
 def test_bad_audio_raises_audio_error(tmp_path):
     with pytest.raises(AudioError, match="cannot decode"):
         load(b"definitely not audio")
-    with pytest.raises(AudioError, match="cannot decode"):
+    # a missing file is said as such (issue 35), still an AudioError
+    with pytest.raises(AudioError, match="not found"):
         load(tmp_path / "missing.flac")
     buf = io.BytesIO()
     sf.write(buf, np.zeros(0, np.float32), SAMPLE_RATE, format="WAV")
