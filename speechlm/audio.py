@@ -31,14 +31,15 @@ from speechlm.audio_checks import (  # noqa: F401  (the checks' names, for every
 SAMPLE_RATE = 16000
 
 
-def decode(data: bytes | bytearray | memoryview | str | Path) -> tuple[np.ndarray, int]:
-    """(samples float32 [n] or [n, channels], sample rate) from bytes or a file path."""
+def decode(data: bytes | bytearray | memoryview | str | Path, name: str | None = None) -> tuple[np.ndarray, int]:
+    """(samples float32 [n] or [n, channels], sample rate) from bytes or a file path; AudioError
+    (naming `name`, if given) when libsndfile can't read it."""
     src = io.BytesIO(bytes(data)) if isinstance(data, (bytes, bytearray, memoryview)) else str(data)
     what = f"{len(bytes(data))} bytes" if not isinstance(src, str) else src
     try:
         wave, sr = sf.read(src, dtype="float32", always_2d=False)
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError, OSError) as e:
-        raise AudioError(f"cannot decode audio ({what}): {e}") from None
+        raise AudioError(f"{name + ': ' if name and name != what else ''}cannot decode audio ({what}): {e}") from None
     return wave, int(sr)
 
 
@@ -69,6 +70,6 @@ def load(data: bytes | bytearray | memoryview | str | Path, name: str | None = N
     """Decode, check (`prepare`: an impossible format, no samples or non-finite samples are an AudioError
     naming `name`; float samples beyond full scale and cancelling channels are fixed with a warning),
     resample to 16 kHz."""
-    wave, sr = decode(data)
+    wave, sr = decode(data, name)
     name = name or (str(data) if isinstance(data, (str, Path)) else "audio")
     return check_clip(to_mono_16k(prepare(wave, sr, name), sr), name)
