@@ -126,15 +126,16 @@ def resolve_base(ref: dict, part: str, where, given: str | None = None) -> str:
     if path is None and ref["source"] == "local":
         raise ConfigError(
             f"{where}: its {part} is the local model '{ref['id']}' (sha256 {ref['sha256'][:12]}...), which this "
-            f"machine may not have: pass its folder (from_pretrained(..., bases={{'{part}': PATH}}), "
-            f"--{part}-base PATH), or load the self-contained folder that `speechlm export` writes"
+            f"machine may not have: pass its folder (`--base {part}=PATH` to transcribe, eval, export or serve; "
+            f"from_pretrained(..., bases={{'{part}': PATH}})), or load the self-contained folder that "
+            "`speechlm export` writes"
         )
     if path is None:
         return ref["id"]
     if ref.get("sha256") and _sha256(path) != ref["sha256"]:
         raise ConfigError(
-            f"{where}: the {part} weights at '{ref['id']}' are not the ones this model was trained on "
-            f"(sha256 {_sha256(path)[:12]}... against {ref['sha256'][:12]}... recorded)"
+            f"{where}: the {part} weights at '{path}' are not the ones this model was trained on ('{ref['id']}'; "
+            f"sha256 {_sha256(path)[:12]}... against {ref['sha256'][:12]}... recorded)"
         )
     return str(path)
 
