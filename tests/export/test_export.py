@@ -194,3 +194,38 @@ def test_exported_features_equal_speechlms_bit_for_bit(tmp_path, encoder):
     clips = waves((16000, 29000))
     ours, theirs = model.features(clips), exported.model.features(clips)
     assert torch.equal(ours[0], theirs[0]) and torch.equal(ours[1], theirs[1])
+
+
+def test_the_card_states_clip_counts_non_speech_parts_and_a_derived_licence(tmp_path):
+    """Issue 36: every eval figure with the clips it was measured on; a non-speech part scored by the
+    share said empty (not a WER); the licence derived from the bases' own cards where they declare one."""
+    import shutil
+
+    from speechlm.export.card import licence
+    from speechlm.model import ids
+
+    bases = {}
+    for part, tiny, lic in (("encoder", "tiny/whisper", "apache-2.0"), ("decoder", "tiny/qwen3_5", "mit")):
+        bases[part] = shutil.copytree(ids.resolve(tiny), tmp_path / f"my-{part}")
+        (bases[part] / "README.md").write_text(f"---\nlicense: {lic}\ntags: [x]\n---\n# a base\n")
+    model = _trained_looking(str(bases["encoder"]), str(bases["decoder"]))
+    scores = {"eval/wer/random": 0.25, "eval/empty_share/nonspeech": 0.875}
+    scores.update({"eval/clips/random": 16, "eval/clips/nonspeech": 8, "eval/capped": 0})
+    training_eval = {"step": 10, "loss": 1.5, "sets": ["synthetic"], "scores": scores}
+    folder = write_export(model, tmp_path / "hf", card={"training_eval": training_eval})
+    card = (folder / "README.md").read_text()
+    assert "| synthetic (random) | 16 | 25.00 |  |" in card and "| synthetic (nonspeech) | 8 |  | 87.50 |" in card
+    assert "scored by the share of its clips transcribed as empty" in card
+    assert "- type: empty_share\n      value: 87.50\n      name: said empty (8 clips)" in card
+    assert (
+        "\nlicense: other\n" in card
+        and "the encoder `my-encoder`: `apache-2.0`; the decoder `my-decoder`: `mit`" in card
+    )
+    refs = json.loads((folder / "config.json").read_text())["bases"]
+    assert refs["encoder"]["license"] == "apache-2.0" and refs["decoder"]["license"] == "mit"
+    # bases that agree give their licence; one not recorded (the tiny twins have no card) gives `other`
+    same = {"encoder": {"id": "a", "license": "mit"}, "decoder": {"id": "b", "license": "mit"}}
+    assert licence({}, same) == ("mit", None)
+    lic, line = licence({}, {"encoder": {"id": "tiny/whisper"}, "decoder": {"id": "b", "license": "mit"}})
+    assert lic == "other" and "`tiny/whisper`: not recorded" in line
+    assert licence({"license": "cc-by-4.0"}, same) == ("cc-by-4.0", None)
