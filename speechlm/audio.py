@@ -39,7 +39,7 @@ def decode(data: bytes | bytearray | memoryview | str | Path, name: str | None =
     try:
         wave, sr = sf.read(src, dtype="float32", always_2d=False)
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError, OSError) as e:
-        raise AudioError(f"{name + ': ' if name and name != what else ''}cannot decode audio ({what}): {e}") from None
+        raise AudioError(f"{name + ': ' if name else ''}cannot decode audio ({what}): {e}") from None
     return wave, int(sr)
 
 
