@@ -36,7 +36,8 @@ EXAMPLES = """examples:
   speechlm eval -m outputs/RUN -d s3://bucket/loquacious_small        # a shard set at a URL
   speechlm eval -m outputs/RUN -d synthetic --noise-snr-db 10 --reverb
   speechlm eval -m outputs/RUN/final -d timed                         # boundary error of word times (kind timed)
-  speechlm eval -m outputs/RUN/final -d shards/demo --word-threshold 0.3 --drop-unsupported"""
+  speechlm eval -m outputs/RUN/final -d shards/demo --word-threshold 0.3 --drop-unsupported
+  speechlm eval -m copied/step-2000 -d shards/demo --base decoder=/models/my-decoder   # a local base elsewhere"""
 
 
 def print_table(results: list[dict]) -> None:
@@ -80,11 +81,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         help="count generated words whose CTC-head confidence is below this (the hallucination signal)",
     )
     ap.add_argument("--drop-unsupported", action="store_true", help="leave those words out of the hypotheses")
+    inference.add_base_args(ap)
     return ap
 
 
 def _check(args) -> tuple:
-    """(name suffix, corruption, LongForm) of the arguments, every one checked before anything loads."""
+    """(name suffix, corruption, LongForm, bases) of the arguments, every one checked before anything loads."""
     if args.noise_dir and args.noise_snr_db is None:
         raise ConfigError("--noise-dir: needs --noise-snr-db")
     suffix, corrupt = inference.condition(args.noise_snr_db, args.noise_dir, args.reverb)
@@ -96,18 +98,19 @@ def _check(args) -> tuple:
         raise ConfigError("--drop-unsupported: needs --word-threshold")
     inference.check_max_seconds(args.max_seconds)
     long_form = inference.long_form_from_args(args)
+    bases = inference.bases_from_args(args)
     inference.local_model(args.model)  # validate first, in argument order: a wrong path fails before anything loads
     for d in args.dataset:
         inference.dataset_clips(d, args.split, args.n)
-    return suffix, corrupt, long_form
+    return suffix, corrupt, long_form, bases
 
 
 @cli_errors
 def main(argv=None, prog: str = "python -m speechlm.eval"):
     args = _parser(prog).parse_args(argv)
-    suffix, corrupt, long_form = _check(args)
+    suffix, corrupt, long_form, bases = _check(args)
     torch.manual_seed(0)
-    model = inference.load_model(args.model)
+    model = inference.load_model(args.model, bases)
     results = [
         inference.evaluate(
             model,

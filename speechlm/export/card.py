@@ -1,5 +1,6 @@
-"""The model card (README.md) of a model folder: what it is, its bases by Hub id, the recipe, the data,
-the run's own eval figures (also as the Hub's `model-index` metadata) and how to use it."""
+"""The model card (README.md) of a model folder: what it is, its bases by Hub id, its licence (the bases'
+where their cards declare one), the recipe, the data, the run's own eval figures with the clips each was
+measured on (also as the Hub's `model-index` metadata) and how to use it."""
 
 from __future__ import annotations
 
@@ -28,17 +29,48 @@ def base_name(ref: dict) -> str:
     return ref.get("hub_id") or ref["id"]
 
 
+METRICS = {"wer": "WER", "empty_share": "said empty"}  # by_part's scores: WER, or a non-speech part's share said empty
+
+
 def eval_rows(info: dict) -> list[dict]:
-    """{"dataset", "wer" (%), "clips"?} rows: speechlm.eval results given in `eval`, then the run's last
-    in-training eval (`training_eval`: WER per eval set, per part where the set has parts)."""
-    rows = [{"dataset": r["dataset"], "clips": r.get("clips"), "wer": 100 * r["wer"]} for r in info.get("eval") or []]
+    """{"dataset", "clips", "metric" ("wer" | "empty_share"), "value" (%)} rows: speechlm.eval results
+    given in `eval`, then the run's last in-training eval (`training_eval`: WER per eval set, per part
+    where the set has parts; a non-speech part by the share of its clips said empty), each with the
+    number of clips it was measured on where the run recorded it (`eval/clips/<part>`)."""
+    rows = [
+        {"dataset": r["dataset"], "clips": r.get("clips"), "metric": "wer", "value": 100 * r["wer"]}
+        for r in info.get("eval") or []
+    ]
     last = info.get("training_eval") or {}
+    scores = last.get("scores") or {}
     sets = ", ".join(last.get("sets") or []) or "eval"
-    for key, value in sorted((last.get("scores") or {}).items()):
-        if key.startswith("eval/wer"):
-            part = key.removeprefix("eval/wer").strip("/")
-            rows.append({"dataset": f"{sets} ({part})" if part else sets, "clips": None, "wer": 100 * value})
+    for key, value in sorted(scores.items()):
+        metric = next((m for m in METRICS if key == f"eval/{m}" or key.startswith(f"eval/{m}/")), None)
+        if metric is None:
+            continue
+        part = key.removeprefix(f"eval/{metric}").strip("/")
+        clips = scores.get(f"eval/clips/{part}" if part else "eval/clips")
+        name = f"{sets} ({part})" if part else sets
+        rows.append(
+            {"dataset": name, "clips": None if clips is None else int(clips), "metric": metric, "value": 100 * value}
+        )
     return rows
+
+
+def licence(info: dict, bases: dict) -> tuple[str, str | None]:
+    """(the card's `license`, a sentence on it or None): given in `info`, else the bases' licences
+    (their own cards' `license`, recorded in the folder's base references) where all are known and
+    agree; else `other`, saying which base's licence is what or not known."""
+    if info.get("license"):
+        return info["license"], None
+    known = {part: ref.get("license") for part, ref in bases.items()}
+    if all(known.values()) and len(set(known.values())) == 1:
+        return next(iter(known.values())), None
+    said = "; ".join(
+        f"the {part} `{base_name(bases[part])}`: " + (f"`{lic}`" if lic else "not recorded (see its own card)")
+        for part, lic in known.items()
+    )
+    return "other", f"Licence: bound by its bases' licences, {said}."
 
 
 def _model_index(name: str, rows: list[dict]) -> list[str]:
@@ -54,9 +86,9 @@ def _model_index(name: str, rows: list[dict]) -> list[str]:
             f"      name: {r['dataset']}",
             f"      type: {r['dataset'].split(' ')[0]}",
             "    metrics:",
-            "    - type: wer",
-            f"      value: {r['wer']:.2f}",
-            "      name: WER",
+            f"    - type: {r['metric']}",
+            f"      value: {r['value']:.2f}",
+            f"      name: {METRICS[r['metric']]}" + (f" ({r['clips']} clips)" if r["clips"] is not None else ""),
         ]
     return out
 
@@ -64,24 +96,26 @@ def _model_index(name: str, rows: list[dict]) -> list[str]:
 def render(model, info: dict, merged: bool = False) -> str:
     """`info` may hold: name, repo, bases (the folder's base references), recipe (dict of settings worth
     stating), data (list of {"name", ...}), eval (speechlm.eval results), training_eval (the run's last
-    eval: loss, scores), steps, license."""
+    eval: loss, scores), steps, license (else derived from the bases', `licence`)."""
     cfg = model.cfg
     bases = info.get("bases") or {"encoder": {"id": cfg.audio_model_id}, "decoder": {"id": cfg.text_model_id}}
     encoder, decoder = base_name(bases["encoder"]), base_name(bases["decoder"])
     name = info.get("name") or "speechlm model"
     rows = eval_rows(info)
+    license_id, license_line = licence(info, bases)
     adapter = (
         "with LoRA merged into its weights"
         if merged
         else f"with a LoRA adapter (r{cfg.lora_rank}, alpha {cfg.lora_alpha})"
     )
     lines = [
-        *_front_matter(info, name, [encoder, decoder], rows),
+        *_front_matter(license_id, name, [encoder, decoder], rows),
         f"# {name}",
         "",
         f"A speech-LLM for transcription, trained with speechlm: a frozen `{encoder}` encoder ({model.family.name}) "
         f"feeds a trained projector into `{decoder}` {adapter}.",
         "",
+        *([license_line, ""] if license_line else []),
         *_recipe_section(cfg, info),
         *_data_section(info),
         *_eval_section(info, rows),
@@ -90,13 +124,13 @@ def render(model, info: dict, merged: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _front_matter(info: dict, name: str, bases: list[str], rows: list[dict]) -> list[str]:
+def _front_matter(license_id: str, name: str, bases: list[str], rows: list[dict]) -> list[str]:
     """The Hub's YAML metadata block (license, tags, base models, model-index) and the blank line after it."""
     return [
         "---",
         "library_name: transformers",
         "pipeline_tag: automatic-speech-recognition",
-        f"license: {info.get('license', 'other')}",
+        f"license: {license_id}",
         "tags:" + _yaml_list(["speechlm", "speech-llm", "asr"]),
         "base_model:" + _yaml_list(bases),
         *_model_index(name, rows),
@@ -130,8 +164,16 @@ def _eval_section(info: dict, rows: list[dict]) -> list[str]:
     if "loss" in last:
         lines += [f"Eval loss at step {last['step']}: {last['loss']:.4f}.", ""]
     if rows:
-        lines += ["| dataset | clips | WER % |", "|---|---|---|"]
-        lines += [f"| {r['dataset']} | {r['clips'] if r['clips'] is not None else ''} | {r['wer']:.2f} |" for r in rows]
+        lines += ["| dataset | clips | WER % | said empty % |", "|---|---|---|---|"]
+        for r in rows:
+            wer, empty = (f"{r['value']:.2f}", "") if r["metric"] == "wer" else ("", f"{r['value']:.2f}")
+            lines.append(f"| {r['dataset']} | {r['clips'] if r['clips'] is not None else ''} | {wer} | {empty} |")
+        if any(r["metric"] == "empty_share" for r in rows):
+            lines += [
+                "",
+                "A non-speech part (silence, noise: its references are empty, so WER is not defined on it) is "
+                "scored by the share of its clips transcribed as empty.",
+            ]
     if not rows and "loss" not in last:
         lines += ["Not evaluated yet: `speechlm eval -m THIS_FOLDER -d DATASET`."]
     return lines

@@ -5,9 +5,9 @@ files. They are not a second copy kept by hand: `speechlm_core.py` is assembled 
 from the source of the very classes speechlm imports (the SpeechLM module, the projector, each encoder
 family with its features and encoder forward), and the VERBATIM modules (`speechlm_text.py`, the
 long-form cut `speechlm_longform.py`, `speechlm_cut.py`, `speechlm_stitch.py`, `speechlm_batching.py`,
-...) are speechlm's own modules word for word but for the names of the siblings they import
-(`from .cut import` -> `from .speechlm_cut import`). The hand-written files in `remote/` only adapt
-them to transformers' Auto classes and pipeline.
+the input checks `speechlm_audio_checks.py`, ...) are speechlm's own modules word for word but for the
+names of the siblings they import (`from .cut import` -> `from .speechlm_cut import`). The hand-written
+files in `remote/` only adapt them to transformers' Auto classes and pipeline.
 
 Every generated file is checked before it is written: it must parse, and it may import only the
 standard library, torch, numpy, transformers, peft and its siblings (transformers' remote-code
@@ -55,6 +55,7 @@ VERBATIM = {
     "speechlm_batching.py": "speechlm.inference.batching",
     "speechlm_generation.py": "speechlm.model.generation",
     "speechlm_align.py": "speechlm.model.align",
+    "speechlm_audio_checks.py": "speechlm.audio_checks",
 }
 
 HEADER = '''\

@@ -9,7 +9,8 @@
 Modules: the long-form cut, numpy only and carried verbatim by the export (longform.py: `LongForm`,
 the settings; cut.py: the ranges; stitch.py: texts and times put back together; batching.py: every
 window of every clip as one sorted, batched job); transcribe.py (a model's transcripts); args.py
-(the CLIs' long-form flags -> `LongForm`); load.py (`-m MODEL` -> a model); datasets.py and
+(the CLIs' long-form flags -> `LongForm`); bases.py (`--base PART=PATH`, and the local bases a
+checkpoint's run trained on); load.py (`-m MODEL` -> a model); datasets.py and
 evaluation.py (test sets, WER, word-time scores).
 
 load.py, datasets.py and evaluation.py pull in the model stack and the data reader (torch,
@@ -20,6 +21,7 @@ its arguments (and `--help` answers) before that.
 from __future__ import annotations
 
 from speechlm.inference.args import add_long_form_args, check_max_seconds, long_form_from_args
+from speechlm.inference.bases import add_base_args, bases_from_args, run_bases
 from speechlm.inference.longform import DEFAULT_LONG_FORM, SAMPLE_RATE, STRATEGIES, WINDOW_SECONDS, LongForm
 from speechlm.inference.stitch import timed_clip
 from speechlm.inference.transcribe import (
@@ -59,7 +61,9 @@ __all__ = [
     "STRATEGIES",
     "WINDOW_SECONDS",
     "LongForm",
+    "add_base_args",
     "add_long_form_args",
+    "bases_from_args",
     "batch_transcriber",
     "check_max_seconds",
     "clip_spans",
@@ -72,6 +76,7 @@ __all__ = [
     "long_form_for",
     "long_form_from_args",
     "resolve_model_dir",
+    "run_bases",
     "timed_clip",
     "transcribe_files",
     "transcribe_timed",

@@ -28,9 +28,9 @@ def load_clip(src, name: str, max_seconds: float | None = MAX_SECONDS) -> np.nda
     """16 kHz mono audio of a file path, bytes or an already decoded 16 kHz array (the shard reader's);
     a ConfigError naming `name` when it can't be used."""
     try:
-        wave = src if isinstance(src, np.ndarray) else audio.load(src)
+        wave = audio.check_clip(src, name) if isinstance(src, np.ndarray) else audio.load(src, name)
     except audio.AudioError as e:
-        raise ConfigError(f"{name}: {e}") from None
+        raise ConfigError(str(e)) from None
     if max_seconds and len(wave) > max_seconds * audio.SAMPLE_RATE:
         raise ConfigError(
             f"{name}: {len(wave) / audio.SAMPLE_RATE:.1f} s is longer than max_seconds "
@@ -68,6 +68,7 @@ def transcribe_waves(
     given, counts the windows whose generation ended on the token budget ("capped") or the loop rule
     ("loops_truncated") rather than on end-of-turn."""
     lf = long_form_for(model, long_form)
+    waves = audio.check_clips(waves)  # a bad clip is named before any is transcribed
     return transcribe_long(batch_transcriber(model, stops), waves, lf, batch_size, model.features.min_samples)
 
 
@@ -78,6 +79,7 @@ def transcribe_timed(
     segments with their text and words), "words" ({"text", "start", "end", "confidence"}, seconds in the
     recording's clock; start/end None for a word the CTC head could not place)}."""
     lf = long_form_for(model, long_form)
+    waves = audio.check_clips(waves)
     run = batch_transcriber(model, stops, timestamps=True)
     spans, outs = transcribe_windows(run, waves, lf, batch_size, model.features.min_samples)
     return [timed_clip(sp, out, lf.strategy, w) for sp, out, w in zip(spans, outs, waves)]

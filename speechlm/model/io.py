@@ -14,6 +14,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import torch
@@ -95,22 +96,47 @@ def _sha256(path: str) -> str:
     return _HASHES[key]
 
 
+def declared_license(readme) -> str | None:
+    """The `license:` a model card's YAML front matter declares (None: no card, or it says none)."""
+    if readme is None or not Path(readme).is_file():
+        return None
+    text = Path(readme).read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("---"):
+        return None
+    front = text[3:].split("\n---", 1)[0]
+    m = re.search(r"^license:\s*(\S+)\s*$", front, re.MULTILINE)
+    return m.group(1).strip("'\"") if m else None
+
+
+def _card_of(model_id: str, local: str | None, revision: str | None) -> str | None:
+    """The README.md of a base on this machine: in its folder, or in the Hub cache (never downloaded)."""
+    if local is not None:
+        return str(Path(local) / "README.md")
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(model_id, "README.md", revision=revision)
+    return found if isinstance(found, str) else None
+
+
 def base_ref(model_id: str, config) -> dict:
     """Where a base's weights come from, as a folder records it: never a path of this machine.
 
     - a Hub id: the id and the revision it loaded (`config._commit_hash`);
     - a speechlm id (`tiny/...`, `offline/...`): the id and the sha256 of the weights it resolves to;
-    - a local folder: its name and the sha256 of its weights (a reader must be told where it is)."""
+    - a local folder: its name and the sha256 of its weights (a reader must be told where it is).
+    With the `license` the base's own card declares, where it is on this machine (the model card
+    derives the model's licence from its bases')."""
     if ids.is_speechlm_id(model_id):
-        return {
-            "source": "speechlm",
-            "id": model_id,
-            "sha256": _sha256(ids.resolve(model_id)),
-            "hub_id": ids.upstream(model_id),
-        }
-    if Path(model_id).is_dir():
-        return {"source": "local", "id": Path(model_id).resolve().name, "sha256": _sha256(model_id)}
-    return {"source": "hub", "id": model_id, "revision": getattr(config, "_commit_hash", None)}
+        local = ids.resolve(model_id)
+        ref = {"source": "speechlm", "id": model_id, "sha256": _sha256(local), "hub_id": ids.upstream(model_id)}
+    elif Path(model_id).is_dir():
+        local = model_id
+        ref = {"source": "local", "id": Path(model_id).resolve().name, "sha256": _sha256(model_id)}
+    else:
+        local = None
+        ref = {"source": "hub", "id": model_id, "revision": getattr(config, "_commit_hash", None)}
+    licence = declared_license(_card_of(model_id, local, ref.get("revision")))
+    return {**ref, "license": licence} if licence else ref
 
 
 def resolve_base(ref: dict, part: str, where, given: str | None = None) -> str:
@@ -126,15 +152,16 @@ def resolve_base(ref: dict, part: str, where, given: str | None = None) -> str:
     if path is None and ref["source"] == "local":
         raise ConfigError(
             f"{where}: its {part} is the local model '{ref['id']}' (sha256 {ref['sha256'][:12]}...), which this "
-            f"machine may not have: pass its folder (from_pretrained(..., bases={{'{part}': PATH}}), "
-            f"--{part}-base PATH), or load the self-contained folder that `speechlm export` writes"
+            f"machine may not have: pass its folder (`--base {part}=PATH` to transcribe, eval, export or serve; "
+            f"from_pretrained(..., bases={{'{part}': PATH}})), or load the self-contained folder that "
+            "`speechlm export` writes"
         )
     if path is None:
         return ref["id"]
     if ref.get("sha256") and _sha256(path) != ref["sha256"]:
         raise ConfigError(
-            f"{where}: the {part} weights at '{ref['id']}' are not the ones this model was trained on "
-            f"(sha256 {_sha256(path)[:12]}... against {ref['sha256'][:12]}... recorded)"
+            f"{where}: the {part} weights at '{path}' are not the ones this model was trained on ('{ref['id']}'; "
+            f"sha256 {_sha256(path)[:12]}... against {ref['sha256'][:12]}... recorded)"
         )
     return str(path)
 

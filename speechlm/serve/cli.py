@@ -11,7 +11,7 @@ import time
 import uvicorn
 
 from speechlm.config import cli_errors, command_parser
-from speechlm.inference import add_long_form_args, long_form_from_args
+from speechlm.inference import add_base_args, add_long_form_args, bases_from_args, long_form_from_args
 from speechlm.serve.app import create_app
 from speechlm.serve.batcher import Batcher
 from speechlm.serve.config import API_KEY_ENV, MAX_SECONDS, MAX_UPLOAD_MB, ServeConfig
@@ -66,6 +66,7 @@ def build_parser(prog: str = "python -m speechlm.serve") -> argparse.ArgumentPar
     ap.add_argument("--max-upload-mb", type=float, default=MAX_UPLOAD_MB, help="larger uploads: 413")
     ap.add_argument("--max-seconds", type=float, default=MAX_SECONDS, help="longer audio: 400")
     add_long_form_args(ap)
+    add_base_args(ap)
     ap.add_argument(
         "--shutdown-timeout",
         type=float,
@@ -128,7 +129,7 @@ def main(argv=None, prog: str = "python -m speechlm.serve"):
     args = build_parser(prog).parse_args(argv)
     cfg = config_from_args(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    engine = Engine.load(cfg.model, cfg.long_form)
+    engine = Engine.load(cfg.model, cfg.long_form, bases_from_args(args))
     names = cfg.served_model_names or [Engine.default_name(cfg.model)]
     batcher = Batcher(engine.transcribe_batch, cfg.max_batch, cfg.max_wait_ms / 1000, cfg.max_per_request)
     app = create_app(cfg, engine, batcher, names)

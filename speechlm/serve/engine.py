@@ -42,11 +42,12 @@ class Engine:
         return [{"text": t} for t in self._plain(segments)]
 
     @classmethod
-    def load(cls, path: str, long_form: LongForm = DEFAULT_LONG_FORM) -> Engine:
-        """Whatever `speechlm.transcribe -m` takes: an export folder, a checkpoint, a run dir, a Hub id."""
+    def load(cls, path: str, long_form: LongForm = DEFAULT_LONG_FORM, bases: dict | None = None) -> Engine:
+        """Whatever `speechlm.transcribe -m` takes: an export folder, a checkpoint, a run dir, a Hub id
+        (`bases`: the `--base` flags, speechlm.inference.bases)."""
         from speechlm.inference import load_model  # torch and transformers, once the arguments are checked
 
-        return cls(load_model(path), long_form)
+        return cls(load_model(path, bases), long_form)
 
     @staticmethod
     def default_name(path: str) -> str:

@@ -1,5 +1,7 @@
 """What a run hands its user at the end: the self-contained model folder `<run>/final`, and what its
-model card states (the recipe, the data, the steps, the last eval's figures)."""
+model card states (the recipe, the data, the steps, the last eval's figures). A run that ends without it
+(a signal, a crash, non-finite steps, a failed write) says in its last line which checkpoint holds its
+model and the command that writes the folder from it (`how_to_export`)."""
 
 from __future__ import annotations
 
@@ -55,3 +57,18 @@ def write_final(model, run_dir: Path, rank: int, card: dict) -> Path | None:
             run_dir,
         )
     return None
+
+
+def how_to_export(run_dir: Path, ckpt, why: str) -> None:
+    """The last line of a run that ends without `final`: its newest checkpoint and `speechlm export RUN OUT`
+    (a checkpoint of a run on local bases finds them from the run, speechlm.inference.bases)."""
+    latest = ckpt.latest()
+    if latest is None:
+        log.warning("%s: no checkpoint was written, so there is no model to export", why)
+        return
+    log.warning(
+        "%s: no final model folder; checkpoint %s holds the model: `speechlm export %s OUT` writes it",
+        why,
+        latest.name,
+        run_dir,
+    )

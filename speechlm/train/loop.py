@@ -204,6 +204,16 @@ class Trainer:
     def run(self) -> int:
         self.setup()
         stop = StopFlag()
+        try:
+            return self._train(stop)
+        except BaseException as e:  # a crash: the checkpoints hold the run, the last line says how to export it
+            if self.rank == 0:
+                final_mod.how_to_export(self.run_dir, self.ckpt, f"crashed at step {self.step} ({type(e).__name__})")
+            raise
+        finally:
+            stop.restore()
+
+    def _train(self, stop: StopFlag) -> int:
         t, total = self.t, self.settings.total_steps
         code = 0
         nonfinite_in_a_row = 0
@@ -239,14 +249,16 @@ class Trainer:
             if t.save_steps > 0 and self.step % t.save_steps == 0 and self.step < total:
                 self.save()
                 last_saved = self.step
+        ended = None if code == 0 else f"stopped early at step {self.step} (exit {code})"
         if code == 0:
             self.evaluate()
             if last_saved != self.step:
                 self.save()
-            if t.final_model:
-                self.save_final()
+            if t.final_model and not self.save_final():
+                ended = "the final model folder was not written"
         self.finish()
-        stop.restore()
+        if ended and self.rank == 0:  # the run's last line: where its model is and how to export it
+            final_mod.how_to_export(self.run_dir, self.ckpt, ended)
         return code
 
     def _accumulate(self, batches):

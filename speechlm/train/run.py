@@ -4,7 +4,8 @@ Resolved in stages, because some facts exist only once something is built; each 
 function of the previous value and returns a new one (nothing is edited in place, and the user's
 `Config` is never changed: the resolved config is a copy made here):
 
-1. `resolve_run(config, world, device, saved state)`, before the model: precision for the device (a
+1. `resolve_run(config, world, device, saved state)`, before the model: local bases by absolute path
+   (so that every checkpoint finds them, speechlm.inference.bases), precision for the device (a
    bf16 recipe on a card without bf16 trains in fp32), the micro batch and accumulation
    (`per_device_train_batch_size: auto` by the plan, or as the resumed checkpoint recorded), the
    elastic re-plan of a resume on another world size (keep the effective batch; load ZeRO state
@@ -24,8 +25,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from speechlm.config import Config, ConfigError
+from speechlm.model import ids
 from speechlm.model.build import make_loss
 from speechlm.plan.auto import BatchPick
 from speechlm.train import autobatch, elastic, optim
@@ -114,6 +117,17 @@ def with_training(cfg: Config, **changes) -> Config:
     return dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, **changes))
 
 
+def with_local_bases_absolute(cfg: Config) -> Config:
+    """`cfg` with each base that is a local folder named by its absolute path: the resolved config the
+    run's checkpoints record then finds the bases from any working folder (speechlm.inference.bases)."""
+    changes = {}
+    for key in ("audio_model_id", "text_model_id"):
+        model_id = getattr(cfg.model, key)
+        if not ids.is_speechlm_id(model_id) and Path(model_id).is_dir() and not Path(model_id).is_absolute():
+            changes[key] = str(Path(model_id).resolve())
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **changes)) if changes else cfg
+
+
 def resolve_run(
     cfg: Config,
     *,
@@ -128,6 +142,7 @@ def resolve_run(
     bf16), resuming `saved` (the checkpoint's trainer_state, from `saved_path`) or starting fresh.
     `device_memory`: (GiB, where from) for `per_device_train_batch_size: auto`. `cfg` is not changed."""
     resolved = resolve_precision(copy.deepcopy(cfg), bf16_supported, device_name)  # shares nothing with cfg
+    resolved = with_local_bases_absolute(resolved)
     recorded = None
     if saved is not None:
         recorded = {"path": saved_path, **saved.get("config", {}).get("training", {})}

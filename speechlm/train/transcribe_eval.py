@@ -24,8 +24,10 @@ def transcribe_eval(model, cfg) -> tuple[dict[str, float], str]:
         loops += res["loops_truncated"]
     parts = by_part.score(rows, split)
     scores = by_part.metrics(parts)
+    clips = {f"eval/clips/{part}": r["clips"] for part, r in parts.items()}
     if not parts:  # no clip's id names a part: one WER over everything
         scores["eval/wer"] = wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])["wer"]
+        clips = {"eval/clips": len(rows)}
     scores.update({"eval/capped": capped, "eval/loops_truncated": loops})
     line = ", ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in scores.items())
-    return scores, line
+    return {**scores, **clips}, line  # the clips each figure was measured on: the model card states them

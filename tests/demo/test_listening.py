@@ -191,6 +191,8 @@ def test_ctc_warm_start_trains_the_projector_alone_then_the_lm_loss_takes_over(w
         "eval/capped",
         "eval/loops_truncated",
     } <= set(evals[0])
+    # the clips each figure was measured on (the model card states them beside the figure)
+    assert all(evals[0][f"eval/clips/{p}"] >= 1 for p in ("seen", "unseen", "nonspeech"))
 
 
 def test_nonspeech_clips_reach_the_trainer_with_empty_answers_and_count_in_the_loss(warm_run):

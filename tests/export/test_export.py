@@ -18,6 +18,7 @@ from speechlm.model import from_pretrained, save_pretrained
 
 LOAD_BOTH_WAYS = """
 import json, sys
+import numpy as np
 import soundfile as sf
 from transformers import AutoModel, pipeline
 folder, paths = sys.argv[1], sys.argv[2:]
@@ -30,8 +31,18 @@ many = [r["text"] for r in asr(paths)]
 timed = model.transcribe(waves, timestamps=True)
 words = [asr(p, return_timestamps="word") for p in paths]
 segments = [asr(p, return_timestamps=True)["chunks"] for p in paths]
+refused = []  # each bad input refused on its own, by name (issue 36)
+for call in (lambda: model.transcribe([waves[0], np.full(400, np.nan, np.float32)]),
+             lambda: model.transcribe([np.zeros(0, np.float32)]),
+             lambda: asr({"raw": np.zeros(100, np.float32), "sampling_rate": 1}),
+             lambda: asr([paths[0], np.full(3, np.inf, np.float32)])):
+    try:
+        call()
+        refused.append(None)
+    except ValueError as e:
+        refused.append(str(e))
 print(json.dumps({"auto": auto, "pipeline": one, "pipeline_batch": many, "class": type(model).__name__,
-                  "timed": timed, "word_chunks": words, "segment_chunks": segments}))
+                  "timed": timed, "word_chunks": words, "segment_chunks": segments, "refused": refused}))
 """
 
 
@@ -77,11 +88,12 @@ def test_export_loads_without_speechlm_and_transcribes_like_speechlm(tmp_path, n
     model = from_pretrained(tmp_path / "native")  # what speechlm.transcribe runs
     rng = np.random.default_rng(1)
     paths = []
-    # a short clip, a longer one, and one past the 20 s window (cut at a pause into two windows)
+    # a short clip, a longer one, one past the 20 s window (cut at a pause into two windows), and one of
+    # 5 samples: padded to the encoder's smallest input, it no longer fails the batch it shares (issue 36)
     long = np.concatenate(
         [waves((16000 * 12,), seed=3)[0], np.zeros(8000, np.float32), waves((16000 * 11,), seed=4)[0]]
     )
-    for i, w in enumerate([*waves((16000, 41000)), long]):
+    for i, w in enumerate([*waves((16000, 41000)), long, waves((5,), seed=5)[0]]):
         p = tmp_path / f"clip{i}.wav"
         sf.write(p, (w + 0.0 * rng.standard_normal(len(w))).astype(np.float32), 16000)
         paths.append(str(p))
@@ -100,6 +112,9 @@ def test_export_loads_without_speechlm_and_transcribes_like_speechlm(tmp_path, n
     got = nospeechlm.run(nospeechlm_python, LOAD_BOTH_WAYS, str(folder), *paths, cwd=tmp_path)
     assert got["class"] == "SpeechLMForASR"
     assert got["auto"] == expected and got["pipeline"] == expected and got["pipeline_batch"] == expected
+    nan, empty, rate, inf = got["refused"]
+    assert "clip 1: non-finite samples" in nan and "clip 0: no samples" in empty
+    assert "sample rate 1 Hz" in rate and "input 1: non-finite samples" in inf
     # word timestamps: the same words and times as speechlm's, in transformers' chunk convention
     from speechlm.inference import transcribe_timed
 
@@ -179,3 +194,38 @@ def test_exported_features_equal_speechlms_bit_for_bit(tmp_path, encoder):
     clips = waves((16000, 29000))
     ours, theirs = model.features(clips), exported.model.features(clips)
     assert torch.equal(ours[0], theirs[0]) and torch.equal(ours[1], theirs[1])
+
+
+def test_the_card_states_clip_counts_non_speech_parts_and_a_derived_licence(tmp_path):
+    """Issue 36: every eval figure with the clips it was measured on; a non-speech part scored by the
+    share said empty (not a WER); the licence derived from the bases' own cards where they declare one."""
+    import shutil
+
+    from speechlm.export.card import licence
+    from speechlm.model import ids
+
+    bases = {}
+    for part, tiny, lic in (("encoder", "tiny/whisper", "apache-2.0"), ("decoder", "tiny/qwen3_5", "mit")):
+        bases[part] = shutil.copytree(ids.resolve(tiny), tmp_path / f"my-{part}")
+        (bases[part] / "README.md").write_text(f"---\nlicense: {lic}\ntags: [x]\n---\n# a base\n")
+    model = _trained_looking(str(bases["encoder"]), str(bases["decoder"]))
+    scores = {"eval/wer/random": 0.25, "eval/empty_share/nonspeech": 0.875}
+    scores.update({"eval/clips/random": 16, "eval/clips/nonspeech": 8, "eval/capped": 0})
+    training_eval = {"step": 10, "loss": 1.5, "sets": ["synthetic"], "scores": scores}
+    folder = write_export(model, tmp_path / "hf", card={"training_eval": training_eval})
+    card = (folder / "README.md").read_text()
+    assert "| synthetic (random) | 16 | 25.00 |  |" in card and "| synthetic (nonspeech) | 8 |  | 87.50 |" in card
+    assert "scored by the share of its clips transcribed as empty" in card
+    assert "- type: empty_share\n      value: 87.50\n      name: said empty (8 clips)" in card
+    assert (
+        "\nlicense: other\n" in card
+        and "the encoder `my-encoder`: `apache-2.0`; the decoder `my-decoder`: `mit`" in card
+    )
+    refs = json.loads((folder / "config.json").read_text())["bases"]
+    assert refs["encoder"]["license"] == "apache-2.0" and refs["decoder"]["license"] == "mit"
+    # bases that agree give their licence; one not recorded (the tiny twins have no card) gives `other`
+    same = {"encoder": {"id": "a", "license": "mit"}, "decoder": {"id": "b", "license": "mit"}}
+    assert licence({}, same) == ("mit", None)
+    lic, line = licence({}, {"encoder": {"id": "tiny/whisper"}, "decoder": {"id": "b", "license": "mit"}})
+    assert lic == "other" and "`tiny/whisper`: not recorded" in line
+    assert licence({"license": "cc-by-4.0"}, same) == ("cc-by-4.0", None)

@@ -54,3 +54,32 @@ def test_evaluate_over_http_and_a_missing_tar_is_a_counted_skip(synthetic_shards
     assert r["dataset"] == "synthetic" and r["skipped"] == shards[1]["clips"]
     assert sorted(row["id"] for row in r["rows"]) == sorted(shards[0]["ids"]) and r["clips"] == shards[0]["clips"]
     assert all(set(row) == {"id", "reference", "hypothesis", "errors"} for row in r["rows"])
+
+
+def test_a_poisoned_manifest_evaluates_every_clip_it_can(tmp_path, capsys):
+    """Issue 36: a clip of 5 samples is padded and scored (as the silence it is), an undecodable and a
+    NaN clip are skipped by name and counted; the good clips' hypotheses are those of a clean run."""
+    import soundfile as sf
+
+    from model_helpers import trained_looking, waves
+
+    model = trained_looking("tiny/whisper", "tiny/qwen3_5")
+    rows = []
+    for i, w in enumerate(waves((16000, 12000), seed=9)):
+        sf.write(tmp_path / f"good{i}.wav", w, 16000)
+        rows.append({"id": f"good{i}", "audio": f"good{i}.wav", "text": "hello world"})
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sf.write(tmp_path / "tiny.wav", waves((5,), seed=1)[0], 16000)
+    sf.write(tmp_path / "nan.wav", np.array([0.1, np.nan] * 80, np.float32), 16000, subtype="FLOAT")
+    (tmp_path / "junk.wav").write_bytes(b"not audio")
+    bad = [{"id": n, "audio": f"{n}.wav", "text": "hello"} for n in ("tiny", "nan", "junk")]
+    poisoned = tmp_path / "poisoned.jsonl"
+    poisoned.write_text("".join(json.dumps(r) + "\n" for r in [rows[0], *bad, rows[1]]))
+    want = {r["id"]: r["hypothesis"] for r in evaluate(model, str(clean), batch_size=8)["rows"]}
+    r = evaluate(model, str(poisoned), batch_size=8)
+    got = {row["id"]: row["hypothesis"] for row in r["rows"]}
+    assert set(got) == {"good0", "good1", "tiny"} and r["skipped"] == 2
+    assert {k: got[k] for k in want} == want
+    err = capsys.readouterr().err
+    assert "skip nan: non-finite samples" in err and "skip junk: cannot decode" in err

@@ -48,7 +48,7 @@ def test_model_dir_is_a_folder_a_checkpoint_or_a_runs_latest_complete_checkpoint
         inference.resolve_model_dir(run)
     with pytest.raises(ConfigError, match="training.resume_from_checkpoint: no complete checkpoint"):
         CheckpointManager(run).resolve(str(run))
-    with pytest.raises(ConfigError, match="neither a local folder nor a Hub id"):
+    with pytest.raises(ConfigError, match="no such folder"):
         inference.local_model(str(tmp_path / "missing"))
 
 

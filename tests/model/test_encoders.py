@@ -36,6 +36,11 @@ def whisper():
 
 
 @pytest.fixture(scope="module")
+def granite():
+    return family_for("tiny/granite_speech5")
+
+
+@pytest.fixture(scope="module")
 def encoder(whisper):
     return parts.load_encoder(whisper, "tiny/whisper", torch.float32).eval()
 
@@ -63,11 +68,33 @@ def test_whisper_features_match_transformers_extractor(whisper):
         torch.testing.assert_close(alone[0], feats[i, :n], rtol=0, atol=0)  # batch mates change nothing
 
 
+def test_a_clip_shorter_than_the_smallest_input_is_padded_with_silence(whisper, granite):
+    """Issue 36: a 5-sample clip failed its whole batch; it is padded to the encoder's smallest input
+    (Granite's subsampling needs 4 feature frames) and gives that padded clip's features."""
+    rng = np.random.default_rng(0)
+    for family in (whisper, granite):
+        n = family.features.min_samples
+        assert family.encoder_frames(family.features.num_feature_frames(n)) >= 1
+        tiny = (0.1 * rng.standard_normal(5)).astype(np.float32)
+        padded = np.concatenate([tiny, np.zeros(n - 5, np.float32)])
+        good = (0.1 * rng.standard_normal(16000)).astype(np.float32)
+        feats, mask = family.features([tiny, good])
+        ref, ref_mask = family.features([padded, good])
+        torch.testing.assert_close(feats, ref, rtol=0, atol=0)
+        assert mask.tolist() == ref_mask.tolist() and mask[0].sum() == family.features.num_feature_frames(n)
+    assert whisper.features.min_samples == 160  # one hop: one frame through the convs
+    # the tiny Granite pools twice: 4 feature frames (7 hops of mel frames) give its first output frame
+    assert (
+        granite.features.min_samples == 7 * 160
+        and granite.encoder_frames(granite.features.num_feature_frames(6 * 160)) == 0
+    )
+
+
 def test_whisper_features_refuse_bad_clips(whisper):
     with pytest.raises(ValueError, match="longer than the Whisper encoder's 30 s limit"):
         whisper.features([np.zeros(480001, np.float32)])
-    with pytest.raises(ValueError, match="shorter than one hop"):
-        whisper.features([np.zeros(100, np.float32)])
+    with pytest.raises(ValueError, match="no samples"):
+        whisper.features([np.zeros(0, np.float32)])
     with pytest.raises(ValueError, match="1-D"):
         whisper.features([np.zeros((2, 1600), np.float32)])
 

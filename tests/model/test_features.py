@@ -86,8 +86,13 @@ def test_settings_round_trip_and_errors():
         FeatureExtractor.from_dict({"n_mels": 80})
     with pytest.raises(ValueError, match="1-D"):
         fe([np.zeros((2, 1600), np.float32)])
-    with pytest.raises(ValueError, match="shorter than one hop"):
-        fe([np.zeros(100, np.float32)])
+    with pytest.raises(ValueError, match="no samples"):
+        fe([np.zeros(0, np.float32)])
+    # shorter than the STFT's reflect padding: padded with silence to the smallest input (issue 36)
+    short, mask = fe([np.full(100, 0.1, np.float32)])
+    ref, _ = fe([np.concatenate([np.full(100, 0.1, np.float32), np.zeros(fe.min_samples - 100, np.float32)])])
+    torch.testing.assert_close(short, ref, rtol=0, atol=0)
+    assert fe.min_samples == fe.n_fft // 2 + 1 and mask.sum() == fe.num_feature_frames(fe.min_samples)
 
 
 @pytest.mark.skipif(not REF.is_file(), reason="reference fixture not generated")

@@ -20,6 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from .configuration_speechlm import SpeechLMConfig
+from .speechlm_audio_checks import check_clips
 from .speechlm_batching import transcribe_long, transcribe_windows
 from .speechlm_core import DTYPES, FAMILIES, TokenLoss, assemble_folder_model, base_in_folder, read_config
 from .speechlm_longform import DEFAULT_LONG_FORM, LongForm
@@ -118,8 +119,11 @@ class SpeechLMForASR(PreTrainedModel):
         or its fields as keywords (`strategy="pause"`, `window_seconds=30`, ...), says how long audio is
         cut; the window is at most the encoder's limit. With `timestamps`, per clip {"text", "segments",
         "words"}: each word's start and end in seconds of the recording and its confidence, from the
-        model's own CTC head (speechlm_align.py)."""
+        model's own CTC head (speechlm_align.py). A clip with no samples or non-finite ones is refused
+        (`AudioError`, a ValueError naming it: `clip 3: ...`); one shorter than the encoder's smallest
+        input is padded with silence (speechlm_audio_checks.py)."""
         lf = replace(long_form, **settings).capped(self.model.family.max_seconds)
+        waves = check_clips(waves)  # a bad clip (no samples, NaN, not mono) named before any is transcribed
         min_samples = self.model.features.min_samples
         if not timestamps:
             run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens)  # noqa: E731

@@ -11,7 +11,9 @@ the window (speechlm_longform.py, the module speechlm.transcribe uses, with its 
 `strategy`, `window_seconds`, `threshold_db`, `min_pause_seconds`, `merge_seconds` and the other fields
 of its `LongForm` change them).
 Files are decoded with soundfile; other sample rates resampled with soxr (both optional: pass 16 kHz
-arrays without them).
+arrays without them). Every input is checked as speechlm checks it (speechlm_audio_checks.py): an
+impossible sample rate or channel count, no samples or NaN/inf samples are refused with an AudioError
+(a ValueError) naming the input; a clip shorter than the encoder's smallest input is padded with silence.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import fields
 import numpy as np
 from transformers import Pipeline
 
+from .speechlm_audio_checks import AudioError, check_clip, prepare
 from .speechlm_longform import LongForm
 
 SAMPLE_RATE = 16000
@@ -28,26 +31,30 @@ SAMPLE_RATE = 16000
 FORWARD_KEYS = ("max_new_tokens", *(f.name for f in fields(LongForm)))
 
 
-def _to_16k(wave, sr: int) -> np.ndarray:
+def _to_16k(wave, sr: int, name: str) -> np.ndarray:
+    """Decoded samples -> 16 kHz mono, through the checks speechlm itself runs (speechlm_audio_checks.py:
+    an impossible format, no samples or non-finite ones refused with an AudioError naming `name`; float
+    samples beyond full scale scaled down and cancelling channels replaced by the loudest, with a warning)."""
     wave = np.asarray(wave, dtype=np.float32)
-    if wave.ndim == 2:
-        wave = wave.mean(axis=1 if wave.shape[1] <= 8 else 0)
+    if wave.ndim == 2 and wave.shape[1] > 8:  # [channels, n] as an array library may give it
+        wave = wave.T
+    wave = prepare(wave, sr, name)
     if sr != SAMPLE_RATE:
         try:
             import soxr
         except ImportError:
             raise ImportError(f"{sr} Hz audio needs resampling to 16 kHz: pip install soxr") from None
         wave = soxr.resample(wave, sr, SAMPLE_RATE, quality="HQ")
-    return np.ascontiguousarray(wave, dtype=np.float32)
+    return check_clip(wave, name)
 
 
-def load_audio(item) -> np.ndarray:
+def load_audio(item, name: str = "audio") -> np.ndarray:
     """A path, bytes, a 16 kHz array, or {"raw"|"array": samples, "sampling_rate": sr} -> 16 kHz mono."""
     if isinstance(item, dict):
         samples = item.get("raw", item.get("array"))
         if samples is None or "sampling_rate" not in item:
             raise ValueError('an audio dict needs "raw" (or "array") and "sampling_rate"')
-        return _to_16k(samples, int(item["sampling_rate"]))
+        return _to_16k(samples, int(item["sampling_rate"]), name)
     if isinstance(item, (str, bytes, bytearray)):
         import io
 
@@ -56,13 +63,13 @@ def load_audio(item) -> np.ndarray:
         except ImportError:
             raise ImportError("reading audio files needs soundfile: pip install soundfile") from None
         src = io.BytesIO(bytes(item)) if isinstance(item, (bytes, bytearray)) else item
+        what = item if isinstance(item, str) else f"({len(item)} bytes)"
         try:
             wave, sr = soundfile.read(src, dtype="float32", always_2d=False)
         except Exception as e:  # soundfile's errors vary by libsndfile version
-            what = item if isinstance(item, str) else f"({len(item)} bytes)"
-            raise ValueError(f"cannot decode audio {what}: {e}") from None
-        return _to_16k(wave, sr)
-    return _to_16k(item, SAMPLE_RATE)
+            raise AudioError(f"cannot decode audio {what}: {e}") from None
+        return _to_16k(wave, sr, what if isinstance(item, str) else name)
+    return _to_16k(item, SAMPLE_RATE, name)
 
 
 class SpeechLMASRPipeline(Pipeline):
@@ -94,7 +101,8 @@ class SpeechLMASRPipeline(Pipeline):
         if not isinstance(inputs, (list, tuple)):
             return super().__call__(inputs, **kwargs)
         _, forward, post = self._sanitize_parameters(**kwargs)
-        results = self.model.transcribe([load_audio(x) for x in inputs], batch_size=batch_size, **forward)
+        waves = [load_audio(x, x if isinstance(x, str) else f"input {i}") for i, x in enumerate(inputs)]
+        results = self.model.transcribe(waves, batch_size=batch_size, **forward)
         return [_output(r, post["return_timestamps"]) for r in results]
 
 

@@ -7,6 +7,7 @@ Part of the modelling layer: imports only torch, numpy, transformers and its sib
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -37,9 +38,14 @@ class LogMelFeatures:
     hop_length: int = 160
     padding_value: float = 0.0
 
+    # the encoder's smallest input in samples, where it needs more than one hop: set by its family
+    # (EncoderFamily.__init__); a class variable, so not one of the saved settings
+    min_input: ClassVar[int] = 0
+
     @property
     def min_samples(self) -> int:
-        return self.hop_length
+        """The shortest clip the features and the encoder take: shorter ones are padded to it."""
+        return max(self.hop_length, self.min_input)
 
     @property
     def max_samples(self) -> int | None:
@@ -78,22 +84,25 @@ class LogMelFeatures:
         """Clips (1-D float arrays at 16 kHz) -> (input_features [B, T, F] float32, feature_mask [B, T] long).
 
         Clips are right-padded with `padding_value` to the longest; the mask marks each clip's
-        `num_feature_frames` real frames."""
+        `num_feature_frames` real frames. A clip shorter than `min_samples` (the encoder's smallest
+        input) is first padded to it with silence, and is transcribed as the silence it is: a tiny
+        upload must not fail the batch it shares (docs/reliability.md)."""
         if len(waves) == 0:
             raise ValueError(f"{type(self).__name__} got an empty batch")
-        lengths = []
+        clips = []
         for i, w in enumerate(waves):
             a = np.asarray(w)
             if a.ndim != 1:
                 raise ValueError(f"clip {i}: expected 1-D mono audio, got shape {a.shape}")
-            if a.shape[0] < self.min_samples:
-                raise ValueError(f"clip {i}: {a.shape[0]} samples is shorter than one hop ({self.hop_length})")
+            if a.shape[0] == 0:
+                raise ValueError(f"clip {i}: no samples")
             if self.max_samples is not None and a.shape[0] > self.max_samples:
                 raise ValueError(self.too_long(i, a.shape[0]))
-            lengths.append(a.shape[0])
-        buf = np.full((len(waves), max(lengths)), self.padding_value, dtype=np.float32)
-        for i, w in enumerate(waves):
-            buf[i, : lengths[i]] = w
+            clips.append(np.pad(a, (0, self.min_samples - a.shape[0])) if a.shape[0] < self.min_samples else a)
+        lengths = [c.shape[0] for c in clips]
+        buf = np.full((len(clips), max(lengths)), self.padding_value, dtype=np.float32)
+        for i, c in enumerate(clips):
+            buf[i, : lengths[i]] = c
         feats = self.extract(torch.from_numpy(buf), lengths)
         counts = torch.tensor([self.num_feature_frames(n) for n in lengths])
         mask = (torch.arange(feats.shape[1])[None, :] < counts[:, None]).long()
@@ -119,6 +128,7 @@ class EncoderFamily:
     def __init__(self, config, features_settings: dict | None = None):
         self.config = self.encoder_config(config)
         self.features = self.make_features(features_settings)
+        self.features.min_input = self.smallest_input()
 
     # -------------------------------------------------------------- what a family defines
     @staticmethod
@@ -182,6 +192,17 @@ class EncoderFamily:
     def encoder_frames(self, feature_frames):
         """Output frames for `feature_frames` input frames (ints or tensors)."""
         return conv_output_length(feature_frames, self.conv_layers())
+
+    def smallest_input(self) -> int:
+        """Samples of the shortest clip the encoder gives an output frame for (a batch of clips no longer
+        than it would fail: Granite's subsampling pools pairs of frames and needs two)."""
+        hop = self.features.hop_length
+        n = -(-max(hop, self.features.min_samples) // hop) * hop
+        for _ in range(10_000):  # bounded: a family whose encoder emits no frame for any length is a bug
+            if self.encoder_frames(self.features.num_feature_frames(n)) >= 1:
+                return n
+            n += hop
+        raise ValueError(f"{self.name}: the encoder gives no output frame for clips up to {n} samples")
 
     def audio_token_count(self, num_samples: int, pool_stride: int) -> int:
         """How many `<audio>` placeholders a clip of `num_samples` (16 kHz) gets."""

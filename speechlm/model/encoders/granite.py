@@ -82,6 +82,11 @@ class GraniteFeatures(LogMelFeatures):
     def frames_per_second(self) -> float:
         return self.sampling_rate / self.hop_length / self.frame_stacking
 
+    @property
+    def min_samples(self) -> int:
+        # the STFT's centre padding reflects n_fft // 2 samples at each end: a shorter batch has none to reflect
+        return max(self.hop_length, self.n_fft // 2 + 1, self.min_input)
+
     def num_feature_frames(self, num_samples: int) -> int:
         return -(-(int(num_samples) // self.hop_length) // self.frame_stacking)
 
