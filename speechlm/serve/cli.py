@@ -116,8 +116,9 @@ def _draining_server(state, shutdown_timeout: float):
         runs; at `shutdown_timeout` those still waiting are cut: each gets an OpenAI-shaped 503
         `shutting_down` (state.cut_short), and uvicorn's graceful wait is only `GRACE_SECONDS` for those
         answers to go out, so the whole shutdown keeps to `--shutdown-timeout`. A second signal cuts at
-        once and exits without waiting for anything (Ctrl-C twice; status 128 + the signal). If the model worker dies (`die`),
-        /health turns unhealthy and the server shuts down, to exit with status 1 for a supervisor."""
+        once and exits without waiting for anything (Ctrl-C twice; status 128 + the signal). If the
+        model worker dies (`die`), /health turns unhealthy and the server shuts down, to exit with
+        status 1 for a supervisor."""
 
         deadline: float | None = None
         died: BaseException | None = None
