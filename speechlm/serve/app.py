@@ -115,7 +115,11 @@ def create_app(cfg: ServeConfig, engine: Engine, batcher: Batcher, names: list[s
     @app.post("/v1/audio/transcriptions", dependencies=[authorized])
     async def transcriptions(request: Request):
         rid = uuid.uuid4().hex[:16]
-        response = await _counted(state, lambda: _transcribe(request, rid, state, cfg, engine, batcher, names))
+        try:
+            response = await _counted(state, lambda: _transcribe(request, rid, state, cfg, engine, batcher, names))
+        except APIError as e:
+            e.headers = {**(e.headers or {}), "x-request-id": rid}
+            raise
         response.headers["x-request-id"] = rid
         return response
 

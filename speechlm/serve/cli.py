@@ -188,8 +188,16 @@ def main(argv=None, prog: str = "python -m speechlm.serve"):
         "required" if cfg.api_key else "not required",
     )
     server.run()
+    code = 0
     if server.died is not None:
         log.critical("exiting with status 1: the model worker died (%r)", server.died)
-        sys.exit(1)
-    if server.forced is not None:
-        sys.exit(128 + server.forced)  # as a process ended by the signal reports itself
+        code = 1
+    elif server.forced is not None:
+        code = 128 + server.forced  # as a process ended by the signal reports itself
+    log.info("stopped (exit status %d)", code)
+    # out now: the interpreter's own teardown with torch loaded (and a worker thread perhaps mid-batch)
+    # took ~2 s more here, past --shutdown-timeout; everything worth keeping is answered or logged
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
