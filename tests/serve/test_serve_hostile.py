@@ -295,6 +295,7 @@ def test_sigterm_keeps_to_the_shutdown_timeout_and_a_cut_request_gets_a_503(twin
     assert 2 <= took < 3.5, took  # the drain and uvicorn's wait together keep to --shutdown-timeout 2 (4 s before)
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_exits_at_once(twin, clips, tmp_path):
     _, recording = clips
     server = Server(twin, tmp_path / "ctrl-c.log", "--max-batch", "1", "--max-per-request", "1", *LIMITS)
