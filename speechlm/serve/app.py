@@ -87,7 +87,7 @@ def create_app(cfg: ServeConfig, engine: Engine, batcher: Batcher, names: list[s
         yield
         await run_in_threadpool(batcher.stop, state.stop_timeout)
 
-    app = FastAPI(title="speechlm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="speechlm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     app.state.serve = state
     errors.install(app)
     authorized = Depends(_check_key(cfg))
@@ -112,7 +112,7 @@ def create_app(cfg: ServeConfig, engine: Engine, batcher: Batcher, names: list[s
         data = [{"id": n, "object": "model", "created": int(state.started), "owned_by": "speechlm"} for n in names]
         return {"object": "list", "data": data}
 
-    @app.post("/v1/audio/transcriptions", dependencies=[authorized])
+    @app.post("/v1/audio/transcriptions", dependencies=[authorized], openapi_extra=fields.openapi(names))
     async def transcriptions(request: Request):
         rid = uuid.uuid4().hex[:16]
         try:
