@@ -67,17 +67,18 @@ def test_the_audio_corpus_gets_no_5xx_alone_or_mixed_with_good_requests(server, 
     with ThreadPoolExecutor(6) as pool:
         mixed = list(pool.map(lambda p: _send(server.url, p[1][2] if p[0] == "bad" else p[1][1]), mixed_plan))
 
-    table = Counter()
+    table, server_errors = Counter(), []
     for (cls, name, _), r in zip(files, alone):
         table[(cls, f"{r.status_code // 100}xx")] += 1
-        assert r.status_code < 500, (cls, name, r.status_code, r.text[:300])
-        if r.status_code >= 400:
+        if r.status_code >= 500:
+            server_errors.append(("alone", name, r.status_code))
+        elif r.status_code >= 400:
             assert set(r.json()["error"]) == ERROR_KEYS, (name, r.text)
     for (kind, what), r in zip(mixed_plan, mixed):
-        if kind == "good":
+        if kind == "good":  # whatever its batch mates were
             assert r.status_code == 200 and r.text.strip() == reference[what[0]], (what[0], r.status_code, r.text)
-        else:
-            assert r.status_code < 500, (what[1], r.status_code, r.text[:300])
+        elif r.status_code >= 500:
+            server_errors.append(("mixed", what[1], r.status_code))
     by_class = {}
     for (cls, outcome), n in sorted(table.items()):
         by_class.setdefault(cls, {})[outcome] = n
@@ -87,4 +88,5 @@ def test_the_audio_corpus_gets_no_5xx_alone_or_mixed_with_good_requests(server, 
         f"mixed: {len(mixed_plan) - good_sent} corpus files beside {good_sent} good requests, every good one its text"
     )
     h = server.health()
-    assert h["batcher"]["alive"] and h["requests"]["server_errors"] == 0
+    assert h["batcher"]["alive"]
+    assert not server_errors, server_errors
