@@ -13,7 +13,8 @@ with the official `openai` client.
    (the clips with pauses between them) is being transcribed; the ratio of the two.
 3. Soak: `--soak` requests, `--clients` at a time, a third of them bad inputs (not audio, empty,
    zero samples, unknown model, missing file, unsupported response_format, a truncated upload, too
-   large): every good one must get speechlm's text, every bad one its 4xx; 5xx and connection
+   large, a clip of 5 samples, a WAV cut 16 bytes into its data): every good one must get speechlm's
+   text, every bad one its 4xx (the tiny clips: 400, or 200 where the model pads them); 5xx and connection
    errors are counted, and the server must still be the same process at the end.
 Bounded: every phase has a request count, every request a timeout, the whole run `--time-limit`.
 """
@@ -116,31 +117,40 @@ class Server:
                 self.proc.wait()
 
 
-def bad_inputs() -> list[tuple[str, dict, int]]:
-    """(name, httpx.post keyword arguments, expected status)."""
+def bad_inputs() -> list[tuple[str, dict, tuple[int, ...]]]:
+    """(name, httpx.post keyword arguments, the statuses it may get). A clip shorter than one hop (issue
+    36: it failed every request in its batch) may be padded and transcribed (200) or refused (400); it
+    goes into batches with the good requests."""
     one_s = wav(np.zeros(SR, np.float32))
+    tiny, cut = wav(np.full(5, 0.1, np.float32)), wav(np.full(SR, 0.1, np.float32))[:60]
     import httpx
 
     req = httpx.Request("POST", "http://x/", files={"file": ("a.wav", one_s)}, data={"model": "bench"})
     body = req.read()[:-100]
     truncated = {"content": body, "headers": {"content-type": req.headers["content-type"]}}
     return [
-        ("not audio", {"files": {"file": ("a.txt", b"not audio at all")}, "data": {"model": "bench"}}, 400),
-        ("empty file", {"files": {"file": ("a.wav", b"")}, "data": {"model": "bench"}}, 400),
-        ("zero samples", {"files": {"file": ("a.wav", wav(np.zeros(0, np.float32)))}, "data": {"model": "bench"}}, 400),
-        ("unknown model", {"files": {"file": ("a.wav", one_s)}, "data": {"model": "whisper-1"}}, 404),
-        ("missing file", {"data": {"model": "bench"}}, 400),
+        ("not audio", {"files": {"file": ("a.txt", b"not audio at all")}, "data": {"model": "bench"}}, (400,)),
+        ("empty file", {"files": {"file": ("a.wav", b"")}, "data": {"model": "bench"}}, (400,)),
+        (
+            "zero samples",
+            {"files": {"file": ("a.wav", wav(np.zeros(0, np.float32)))}, "data": {"model": "bench"}},
+            (400,),
+        ),
+        ("unknown model", {"files": {"file": ("a.wav", one_s)}, "data": {"model": "whisper-1"}}, (404,)),
+        ("missing file", {"data": {"model": "bench"}}, (400,)),
         (
             "bad response_format",
             {"files": {"file": ("a.wav", one_s)}, "data": {"model": "bench", "response_format": "xml"}},
-            400,
+            (400,),
         ),
-        ("truncated upload", truncated, 400),
+        ("truncated upload", truncated, (400,)),
         (
             "too large",
             {"files": {"file": ("a.wav", b"\0" * ((UPLOAD_MB + 1) * 2**20))}, "data": {"model": "bench"}},
-            413,
+            (413,),
         ),
+        ("tiny clip (5 samples)", {"files": {"file": ("a.wav", tiny)}, "data": {"model": "bench"}}, (200, 400)),
+        ("WAV cut 16 bytes into its data", {"files": {"file": ("a.wav", cut)}, "data": {"model": "bench"}}, (200, 400)),
     ]
 
 
@@ -252,7 +262,7 @@ def soak(client: Client, clips: list[bytes], refs: list[str], n: int, n_clients:
             ok = text == refs[what]
         else:
             status = client.bad(what[1])
-            ok = status == what[2]
+            ok = status in what[2]
         with lock:
             counts[kind] += 1
             counts[f"{kind}_same_text" if kind == "good" else "bad_expected_status"] += ok

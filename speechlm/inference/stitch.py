@@ -19,13 +19,14 @@ def _norm(word: str) -> str:
     return "".join(c for c in word.lower() if c.isalnum())
 
 
-def merge_seam(left: list[str], right: list[str], max_words: int = 8) -> list[str]:
-    """Join two word lists whose ends overlap in audio: find the longest run of words the end of
-    `left` and the start of `right` agree on (case and punctuation ignored) and join there, keeping
-    `left` up to the middle of the run and `right` after it. The run must end within the last few
-    words of `left` and start within the first `max_words` of `right` (the overlap holds a few words,
-    and a lone common word further in, "the", is no evidence); a single-word run counts only right at
-    both edges. No agreement: plain concatenation (the overlap held no whole word)."""
+def seam(left: list[str], right: list[str], max_words: int = 8) -> tuple[int, int]:
+    """Where two word lists whose ends overlap in audio join: (words of `left` kept, words of `right`
+    skipped). Finds the longest run of words the end of `left` and the start of `right` agree on (case
+    and punctuation ignored) and joins there, keeping `left` up to the middle of the run and `right`
+    after it. The run must end within the last few words of `left` and start within the first
+    `max_words` of `right` (the overlap holds a few words, and a lone common word further in, "the", is
+    no evidence); a single-word run counts only right at both edges. No agreement: (len(left), 0),
+    plain concatenation (the overlap held no whole word)."""
     a, b = left[-max_words:], right[:max_words]
     na, nb = [_norm(w) for w in a], [_norm(w) for w in b]
     best = (0, 0, 0)  # (length, end in a, end in b)
@@ -41,10 +42,15 @@ def merge_seam(left: list[str], right: list[str], max_words: int = 8) -> list[st
                 best = (n, i + n, j + n)
     n, ea, eb = best
     if n == 0:
-        return left + right
+        return len(left), 0
     half = n // 2
-    cut_a = len(left) - len(a) + ea - n + half  # keep left's first half of the run
-    return left[:cut_a] + right[eb - n + half :]
+    return len(left) - len(a) + ea - n + half, eb - n + half  # left's first half of the run, right after it
+
+
+def merge_seam(left: list[str], right: list[str], max_words: int = 8) -> list[str]:
+    """`left` and `right` joined at their `seam`."""
+    keep, skip = seam(left, right, max_words)
+    return left[:keep] + right[skip:]
 
 
 def timed_texts(spans: Sequence[tuple[int, int]], texts: Sequence[str]) -> list[dict]:
@@ -67,30 +73,50 @@ def join(texts: Sequence[str], strategy: str) -> str:
     return " ".join(t.strip() for t in texts if t.strip())
 
 
+def _moved(w: dict, start: float) -> dict:
+    moved = dict(w)
+    if w["start"] is not None:
+        moved["start"], moved["end"] = round(start + w["start"], 4), round(start + w["end"], 4)
+    return moved
+
+
+def _overlap_words(bounds: list[tuple[float, float]], outs: Sequence[dict]) -> list[list[dict]]:
+    """Each overlapping window's words that the clip keeps, cut at the very seams `join` cuts the text
+    at (`seam` over the same word lists), so `words` spells `text`. A window whose words do not spell its
+    text word for word keeps its text's words, unplaced."""
+    merged: list[tuple[int, dict]] = []  # (window, word)
+    for k, ((start, _), o) in enumerate(zip(bounds, outs)):
+        ws = [_moved(w, start) for w in o.get("words", [])]
+        spelled = o["text"].split()
+        if [w["text"] for w in ws] != spelled:
+            ws = [{"text": t, "start": None, "end": None, "confidence": 0.0} for t in spelled]
+        if merged:
+            keep, skip = seam([w["text"] for _, w in merged], spelled)
+            merged, ws = merged[:keep], ws[skip:]
+        merged += [(k, w) for w in ws]
+    per_window: list[list[dict]] = [[] for _ in outs]
+    for k, w in merged:
+        per_window[k].append(w)
+    return per_window
+
+
 def timed_clip(
     spans: Sequence[tuple[int, int]], outs: Sequence[dict], strategy: str, wave: np.ndarray | None = None
 ) -> dict:
     """One clip's {"text", "segments", "words"} from its windows and their {"text", "words"} results (word
     times in the window): times move to the recording's clock; an unplaced word stays unplaced. With
-    overlapping windows a word is kept by the window whose share of the recording it starts in (cut in
-    the middle of each overlap), so no word is counted twice. With the clip's `wave`, each word's end
-    moves to where its sound ends (`sound_ends`)."""
+    overlapping windows the words are kept as the text is (`_overlap_words`: one seam rule), so no word
+    is counted twice and `words` spells `text`. With the clip's `wave`, each word's end moves to where
+    its sound ends (`sound_ends`)."""
     texts = [o["text"] for o in outs]
     bounds = [(s / SAMPLE_RATE, e / SAMPLE_RATE) for s, e in spans]
-    owned = [(-np.inf, np.inf)] * len(bounds)
-    if strategy == "overlap":
-        mids = [(bounds[i][1] + bounds[i + 1][0]) / 2 for i in range(len(bounds) - 1)]
-        owned = list(zip([-np.inf, *mids], [*mids, np.inf]))
+    timed = any("words" in o for o in outs)
+    if strategy == "overlap" and timed:
+        kept = _overlap_words(bounds, outs)
+    else:
+        kept = [[_moved(w, start) for w in o.get("words", [])] for (start, _), o in zip(bounds, outs)]
     words, segments = [], []
-    for (start, end), (lo, hi), o in zip(bounds, owned, outs):
-        mine = []
-        for w in o.get("words", []):
-            moved = dict(w)
-            if w["start"] is not None:
-                moved["start"], moved["end"] = round(start + w["start"], 4), round(start + w["end"], 4)
-                if not lo <= moved["start"] < hi:
-                    continue
-            mine.append(moved)
+    for (start, end), o, mine in zip(bounds, outs, kept):
         words += mine
         if o["text"].strip():
             segments.append({"start": start, "end": end, "text": o["text"].strip(), "words": mine})

@@ -1,9 +1,12 @@
 """The HTTP app: OpenAI's `POST /v1/audio/transcriptions`, `GET /v1/models`, and `GET /health`.
 
-A request is read (bounded by the upload limit), checked field by field, decoded and cut as
-`speechlm.transcribe` cuts a file (`engine`), and its segments go to the model worker (`batcher`), which
-batches them with every other request's; the texts come back in order and are joined as `transcribe`
-joins them.
+A request's body is read (`upload`: bounded in size and time) before it takes one of the
+`--max-concurrent` model slots, so a slow or stalled upload holds none; its fields are checked one by
+one, its audio decoded within the duration limit and cut as `speechlm.transcribe` cuts a file
+(`engine`), and its segments go to the model worker (`batcher`), which batches them with every other
+request's; the texts come back in order and are joined as `transcribe` joins them. A segment that the
+model refuses is a 400 for its own request only; a failure of the server's own is a 500 for that request,
+logged with its request id (the `x-request-id` header of every transcription answer).
 """
 
 from __future__ import annotations
@@ -12,41 +15,44 @@ import asyncio
 import hmac
 import logging
 import time
+import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from python_multipart.multipart import parse_options_header
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import FormData
-from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from speechlm.serve import errors, fields, formats
-from speechlm.serve.batcher import Batcher
+from speechlm.serve.batcher import Batcher, SegmentError, WorkerDead
 from speechlm.serve.config import ServeConfig
-from speechlm.serve.engine import SAMPLE_RATE, BadAudio, Engine
+from speechlm.serve.engine import SAMPLE_RATE, BadAudio, Engine, TooLong
 from speechlm.serve.errors import APIError
+from speechlm.serve.upload import read_form
 
 log = logging.getLogger("speechlm.serve")
-MAX_FIELD_BYTES = 64 * 1024  # a form field other than the file (a prompt): more is no transcription request
 
 
 @dataclass
 class ServerState:
-    """What the server holds between requests: only counters and the draining flag (it is stateless)."""
+    """What the server holds between requests: only counters and the shutdown flags (it is stateless)."""
 
     draining: bool = False
-    in_flight: int = 0
+    reading: int = 0  # requests whose body is arriving (no model slot yet)
+    in_flight: int = 0  # requests holding a model slot: decoding, queued or transcribed
     started: float = field(default_factory=time.time)
+    stop_timeout: float = 30.0  # how long the lifespan's end waits for the batch in progress
+    cut: asyncio.Event | None = None  # set at the shutdown deadline: whoever still waits answers 503
+    loop: asyncio.AbstractEventLoop | None = None
     counts: dict = field(
         default_factory=lambda: {"ok": 0, "client_errors": 0, "server_errors": 0, "busy": 0, "disconnected": 0}
     )
 
-
-class _TooLarge(Exception):
-    pass
+    def cut_short(self) -> None:
+        """Answer every request still waiting with 503 `shutting_down` (callable from any thread)."""
+        if self.loop is not None and self.cut is not None:
+            self.loop.call_soon_threadsafe(self.cut.set)
 
 
 def _check_key(cfg: ServeConfig):
@@ -65,46 +71,6 @@ def _check_key(cfg: ServeConfig):
     return check
 
 
-async def read_form(request: Request, limit: int) -> FormData:
-    """The multipart form, read no further than `limit` bytes (413 beyond it)."""
-    too_large = APIError(
-        413,
-        f"the request is larger than the server's upload limit ({limit / 2**20:g} MB; --max-upload-mb)",
-        "file_too_large",
-        "file",
-    )
-    length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > limit:
-        raise too_large
-    seen, tail = 0, b""
-
-    async def receive():
-        nonlocal seen, tail
-        message = await request.receive()
-        body = message.get("body", b"")
-        seen += len(body)
-        if seen > limit:
-            raise _TooLarge
-        tail = (tail + body)[-256:]
-        return message
-
-    try:
-        form = await Request(request.scope, receive).form(max_files=1, max_fields=20, max_part_size=MAX_FIELD_BYTES)
-    except _TooLarge:
-        raise too_large from None
-    except HTTPException as e:  # Starlette's multipart parser: a malformed body
-        raise APIError(400, f"could not read the multipart form: {e.detail}", "invalid_multipart") from None
-    # python-multipart takes a body that stops short as a form without its last part: name the cause
-    _, params = parse_options_header(request.headers.get("content-type", ""))
-    boundary = params.get(b"boundary")
-    if boundary and b"--" + boundary + b"--" not in tail:
-        await form.close()
-        raise APIError(
-            400, "the multipart body ends before its closing boundary (a truncated upload)", "truncated_upload", "file"
-        )
-    return form
-
-
 async def _client_gone(receive) -> None:
     """Returns when the client hangs up (the body is read by now, so the next message is the hang-up)."""
     while (await receive())["type"] != "http.disconnect":
@@ -116,59 +82,75 @@ def create_app(cfg: ServeConfig, engine: Engine, batcher: Batcher, names: list[s
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        state.loop, state.cut = asyncio.get_running_loop(), asyncio.Event()
         batcher.start()
         yield
-        await run_in_threadpool(batcher.stop, 30.0)
+        await run_in_threadpool(batcher.stop, state.stop_timeout)
 
-    app = FastAPI(title="speechlm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="speechlm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     app.state.serve = state
     errors.install(app)
     authorized = Depends(_check_key(cfg))
 
     @app.get("/health")
     async def health():
+        status = "draining" if state.draining else "ok" if batcher.alive else "unhealthy"
         body = {
-            "status": "draining" if state.draining else "ok",
+            "status": status,
             "model": names[0],
+            "requests_reading": state.reading,
             "requests_in_flight": state.in_flight,
             "max_concurrent": cfg.max_concurrent,
             "uptime_seconds": round(time.time() - state.started, 1),
             "requests": dict(state.counts),
             "batcher": batcher.stats(),
         }
-        return JSONResponse(body, status_code=503 if state.draining else 200)
+        return JSONResponse(body, status_code=200 if status == "ok" else 503)
 
     @app.get("/v1/models", dependencies=[authorized])
     async def models():
         data = [{"id": n, "object": "model", "created": int(state.started), "owned_by": "speechlm"} for n in names]
         return {"object": "list", "data": data}
 
-    @app.post("/v1/audio/transcriptions", dependencies=[authorized])
+    @app.post("/v1/audio/transcriptions", dependencies=[authorized], openapi_extra=fields.openapi(names))
     async def transcriptions(request: Request):
-        return await _admitted(state, cfg, lambda: _transcribe(request, cfg, engine, batcher, names))
+        rid = uuid.uuid4().hex[:16]
+        try:
+            response = await _counted(state, lambda: _transcribe(request, rid, state, cfg, engine, batcher, names))
+        except APIError as e:
+            e.headers = {**(e.headers or {}), "x-request-id": rid}
+            raise
+        response.headers["x-request-id"] = rid
+        return response
 
     return app
 
 
-async def _admitted(state: ServerState, cfg: ServeConfig, handle) -> Response:
-    """One request through the server's door: refused while draining or full, counted by its outcome."""
+def _busy(cfg: ServeConfig) -> APIError:
+    return APIError(
+        503,
+        f"the server is at its limit of {cfg.max_concurrent} concurrent requests (--max-concurrent); retry",
+        "server_busy",
+        headers={"Retry-After": "1"},
+    )
+
+
+def _door(state: ServerState, batcher: Batcher) -> None:
+    """Refused at once: while draining, or once the model worker has died (the process is exiting)."""
     if state.draining:
         raise APIError(503, "the server is shutting down; send the request to another replica", "shutting_down")
-    if state.in_flight >= cfg.max_concurrent:
-        state.counts["busy"] += 1
-        raise APIError(
-            503,
-            f"the server is at its limit of {cfg.max_concurrent} concurrent requests (--max-concurrent); retry",
-            "server_busy",
-            headers={"Retry-After": "1"},
-        )
-    state.in_flight += 1
+    if not batcher.alive:
+        raise APIError(503, "the server's model worker has stopped; send the request to another replica", "unhealthy")
+
+
+async def _counted(state: ServerState, handle) -> Response:
+    """One request, counted by its outcome."""
     try:
         response = await handle()
         state.counts["ok"] += 1
         return response
     except APIError as e:
-        state.counts["client_errors" if e.status < 500 else "server_errors"] += 1
+        state.counts["busy" if e.code == "server_busy" else "client_errors" if e.status < 500 else "server_errors"] += 1
         raise
     except ClientDisconnect:  # the client left: nobody to answer
         state.counts["disconnected"] += 1
@@ -176,13 +158,18 @@ async def _admitted(state: ServerState, cfg: ServeConfig, handle) -> Response:
     except Exception:
         state.counts["server_errors"] += 1
         raise
+
+
+async def _read(request: Request, state: ServerState, cfg: ServeConfig, names: list[str]):
+    """(the parsed fields, the file's bytes), read while holding an upload place, not a model slot: at
+    most 2 x --max-concurrent bodies arrive at once, each within --read-timeout of its last bytes."""
+    if state.in_flight >= cfg.max_concurrent or state.reading >= 2 * cfg.max_concurrent:
+        raise _busy(cfg)  # full already: refuse before the upload is read
+    state.reading += 1
+    try:
+        form = await read_form(request.receive, request.headers, cfg.max_upload_bytes, cfg.read_timeout, state.cut)
     finally:
-        state.in_flight -= 1
-
-
-async def _read_audio(request: Request, cfg: ServeConfig, engine: Engine, names: list[str]):
-    """(the parsed request fields, its 16 kHz wave): every bad upload a 4xx naming the field."""
-    form = await read_form(request, cfg.max_upload_bytes)
+        state.reading -= 1
     try:
         req = fields.parse(form, names)
         data = await req.file.read()
@@ -190,35 +177,70 @@ async def _read_audio(request: Request, cfg: ServeConfig, engine: Engine, names:
         await form.close()
     if not data:
         raise APIError(400, "the file is empty (0 bytes)", "empty_file", "file")
-    try:
-        wave = await run_in_threadpool(engine.decode, data)
-    except BadAudio as e:
-        raise APIError(400, f"not usable audio: {e}", "invalid_audio", "file") from None
-    seconds = len(wave) / SAMPLE_RATE
-    if seconds > cfg.max_seconds:
-        raise APIError(
-            400,
-            f"the audio is {seconds:.1f} s long, over the server's limit of {cfg.max_seconds:g} s (--max-seconds)",
-            "audio_too_long",
-            "file",
-        )
-    return req, wave
+    return req, data
 
 
-async def _transcribe(request: Request, cfg: ServeConfig, engine: Engine, batcher: Batcher, names) -> Response:
-    req, wave = await _read_audio(request, cfg, engine, names)
-    spans = await run_in_threadpool(engine.cut, wave)
-    job = batcher.submit([wave[s:e] for s, e in spans], words=req.words)
-    result = asyncio.wrap_future(job.future)
-    gone = asyncio.ensure_future(_client_gone(request.receive))
+async def _transcribe(request, rid: str, state: ServerState, cfg: ServeConfig, engine, batcher, names) -> Response:
+    _door(state, batcher)
+    req, data = await _read(request, state, cfg, names)
+    _door(state, batcher)
+    if state.in_flight >= cfg.max_concurrent:
+        raise _busy(cfg)
+    state.in_flight += 1
     try:
-        await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
+        return await _run(request, rid, state, cfg, engine, batcher, req, data)
     finally:
-        gone.cancel()
-    if not result.done():  # the client hung up: its segments leave the queue, its slot is free
-        batcher.cancel(job)
-        result.cancel()
-        raise ClientDisconnect
-    clip = engine.timed(spans, result.result(), wave)
+        state.in_flight -= 1
+
+
+async def _run(request, rid: str, state: ServerState, cfg: ServeConfig, engine, batcher, req, data) -> Response:
+    try:
+        wave = await run_in_threadpool(engine.decode, data, cfg.max_seconds)
+    except BadAudio as e:
+        code = "audio_too_long" if isinstance(e, TooLong) else "invalid_audio"
+        raise APIError(400, f"not usable audio: {e}", code, "file") from None
+    del data
+    spans = await run_in_threadpool(engine.cut, wave)
+    try:
+        job = batcher.submit([wave[s:e] for s, e in spans], words=req.words, request_id=rid)
+    except WorkerDead:
+        _door(state, batcher)
+        raise
+    outs = await _outcome(request, rid, state, batcher, job)
+    clip = engine.timed(spans, outs, wave)
     words = clip["words"] if req.words else None
     return formats.render(req.response_format, clip["text"], clip["segments"], len(wave) / SAMPLE_RATE, words)
+
+
+async def _outcome(request, rid: str, state: ServerState, batcher: Batcher, job) -> list:
+    """The job's texts, or the error that is its request's alone; the client hanging up, or the server's
+    shutdown deadline, takes its segments out of the queue."""
+    result = asyncio.wrap_future(job.future)
+    gone = asyncio.ensure_future(_client_gone(request.receive))
+    cut = asyncio.ensure_future(state.cut.wait())
+    try:
+        await asyncio.wait({result, gone, cut}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        cut.cancel()
+    if not result.done():
+        batcher.cancel(job)  # its waiting segments leave the queue; a batch running with them drops their texts
+        if state.cut.is_set():
+            raise APIError(
+                503,
+                "the server shut down before this request finished (--shutdown-timeout); send it again",
+                "shutting_down",
+            )
+        raise ClientDisconnect
+    try:
+        return result.result()
+    except SegmentError as e:
+        if e.input_fault:
+            raise APIError(400, f"the model cannot transcribe this audio: {e}", "unusable_audio", "file") from None
+        raise APIError(
+            500, f"internal server error on this request (id {rid}; see the server's log)", "internal_error"
+        ) from None
+    except WorkerDead:
+        raise APIError(
+            503, "the server's model worker stopped before this request ran; send it again", "unhealthy"
+        ) from None

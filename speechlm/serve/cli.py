@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import signal
+import sys
 import time
 
 import uvicorn
@@ -71,7 +72,14 @@ def build_parser(prog: str = "python -m speechlm.serve") -> argparse.ArgumentPar
         "--shutdown-timeout",
         type=float,
         default=60.0,
-        help="on SIGTERM, how long requests in flight may take to finish (new ones get 503)",
+        help="on SIGTERM, how long requests in flight may take to finish, in all (new ones get 503; those "
+        "still running then get 503 shutting_down)",
+    )
+    ap.add_argument(
+        "--read-timeout",
+        type=float,
+        default=30.0,
+        help="an upload that sends nothing for this many seconds gets 408 (it holds no model slot meanwhile)",
     )
     ap.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return ap
@@ -91,33 +99,57 @@ def config_from_args(args) -> ServeConfig:
         max_upload_mb=args.max_upload_mb,
         max_seconds=args.max_seconds,
         shutdown_timeout=args.shutdown_timeout,
+        read_timeout=args.read_timeout,
         long_form=long_form_from_args(args),
     )
     cfg.check()
     return cfg
 
 
+GRACE_SECONDS = 1.0  # after the drain, for answers being sent and connections closing: uvicorn's graceful wait
+
+
 def _draining_server(state, shutdown_timeout: float):
     class DrainingServer(uvicorn.Server):
-        """uvicorn's server with a drain before its graceful shutdown: the first SIGTERM (or Ctrl-C) marks
-        the server draining (new requests and /health: 503, so a load balancer moves on) while the listening
-        socket stays open; once no request is in flight, or `shutdown_timeout` has passed, uvicorn's own
-        shutdown runs. A second signal is uvicorn's (Ctrl-C twice: exit at once)."""
+        """uvicorn's server with a drain before its graceful shutdown. The first SIGTERM (or Ctrl-C) marks
+        the server draining (new requests and /health: 503, so a load balancer moves on) while the
+        listening socket stays open. Once no request is being read or in flight, uvicorn's own shutdown
+        runs; at `shutdown_timeout` those still waiting are cut: each gets an OpenAI-shaped 503
+        `shutting_down` (state.cut_short), and uvicorn's graceful wait is only `GRACE_SECONDS` for those
+        answers to go out, so the whole shutdown keeps to `--shutdown-timeout`. A second signal cuts at
+        once and exits without waiting for anything (Ctrl-C twice; status 128 + the signal). If the
+        model worker dies (`die`), /health turns unhealthy and the server shuts down, to exit with
+        status 1 for a supervisor."""
 
         deadline: float | None = None
+        died: BaseException | None = None
+        forced: int | None = None  # the second signal
 
         def handle_exit(self, sig, frame):
-            if state.draining:
-                return super().handle_exit(sig, frame)
+            if state.draining or self.should_exit:
+                log.warning("%s again: exiting now", signal.Signals(sig).name)
+                state.cut_short()
+                self.forced, self.should_exit, self.force_exit = sig, True, True
+                return
             state.draining = True
             self.deadline = time.monotonic() + shutdown_timeout
-            log.info("%s: draining %d request(s) in flight", signal.Signals(sig).name, state.in_flight)
+            busy = state.in_flight + state.reading
+            log.info("%s: draining %d request(s)", signal.Signals(sig).name, busy)
+
+        def die(self, error: BaseException) -> None:
+            """The model worker has died (called from its thread): shut down, then exit 1."""
+            self.died = error
+            self.should_exit = True
 
         async def on_tick(self, counter: int) -> bool:
             if state.draining and not self.should_exit:
-                if state.in_flight == 0 or time.monotonic() > self.deadline:
-                    if state.in_flight:
-                        log.warning("shutdown timeout: %d request(s) still in flight", state.in_flight)
+                busy = state.in_flight + state.reading
+                if busy and time.monotonic() > self.deadline:
+                    log.warning("shutdown timeout: %d request(s) still in flight get 503", busy)
+                    state.cut_short()
+                    busy = 0
+                if busy == 0:
+                    state.stop_timeout = max(0.5, self.deadline - time.monotonic())
                     self.should_exit = True
             return await super().on_tick(counter)
 
@@ -138,10 +170,11 @@ def main(argv=None, prog: str = "python -m speechlm.serve"):
         host=cfg.host,
         port=cfg.port,
         log_level=args.log_level,
-        timeout_graceful_shutdown=max(1, int(cfg.shutdown_timeout)),
+        timeout_graceful_shutdown=GRACE_SECONDS,
         lifespan="on",
     )
     server = _draining_server(app.state.serve, cfg.shutdown_timeout)(uv)
+    batcher.on_death = server.die
     log.info(
         "serving %s as %s on http://%s:%d (max batch %d, %d per request, max wait %g ms, max concurrent %d, "
         "API key %s)",
@@ -156,3 +189,16 @@ def main(argv=None, prog: str = "python -m speechlm.serve"):
         "required" if cfg.api_key else "not required",
     )
     server.run()
+    code = 0
+    if server.died is not None:
+        log.critical("exiting with status 1: the model worker died (%r)", server.died)
+        code = 1
+    elif server.forced is not None:
+        code = 128 + server.forced  # as a process ended by the signal reports itself
+    log.info("stopped (exit status %d)", code)
+    # out now: the interpreter's own teardown with torch loaded (and a worker thread perhaps mid-batch)
+    # took ~2 s more here, past --shutdown-timeout; everything worth keeping is answered or logged
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

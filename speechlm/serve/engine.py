@@ -8,20 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from speechlm.config import ConfigError
-from speechlm.inference import (
-    DEFAULT_LONG_FORM,
-    SAMPLE_RATE,
-    LongForm,
-    batch_transcriber,
-    clip_spans,
-    load_clip,
-    timed_clip,
-)
+from speechlm.inference import DEFAULT_LONG_FORM, SAMPLE_RATE, LongForm, batch_transcriber, clip_spans, timed_clip
+from speechlm.serve import decode as bounded
+from speechlm.serve.decode import BadAudio, TooLong
 
-
-class BadAudio(ValueError):
-    """An upload that is no usable audio (undecodable, no samples, non-finite samples)."""
+__all__ = ["SAMPLE_RATE", "BadAudio", "Engine", "TooLong"]
 
 
 class Engine:
@@ -55,12 +46,10 @@ class Engine:
         p = Path(path)
         return path if not p.exists() else p.resolve().name
 
-    def decode(self, data: bytes) -> np.ndarray:
-        """16 kHz mono float32 samples of an uploaded file, as `transcribe` decodes a file."""
-        try:
-            return load_clip(data, "file", None)
-        except ConfigError as e:
-            raise BadAudio(str(e)) from None
+    def decode(self, data: bytes, max_seconds: float) -> np.ndarray:
+        """16 kHz mono float32 samples of an uploaded file, the samples `transcribe` decodes from it, with
+        its header checked first and at most `max_seconds` decoded (`serve/decode.py`)."""
+        return bounded.decode(data, max_seconds)
 
     def cut(self, wave: np.ndarray) -> list[tuple[int, int]]:
         """The (start, end) sample ranges `transcribe` transcribes of this clip."""

@@ -102,6 +102,26 @@ def _granularities(form: FormData, response_format: str) -> bool:
     return "word" in asked
 
 
+def openapi(names: list[str]) -> dict:
+    """The request body of `POST /v1/audio/transcriptions` for the OpenAPI schema (`/openapi.json`, which
+    API testers such as Schemathesis read): the fields above, as OpenAI's API documents them."""
+    form = {
+        "type": "object",
+        "required": ["file", "model"],
+        "properties": {
+            "file": {"type": "string", "format": "binary"},
+            "model": {"type": "string", "examples": names},
+            "language": {"type": "string"},
+            "prompt": {"type": "string"},
+            "response_format": {"type": "string", "enum": list(FORMATS)},
+            "temperature": {"type": "number"},
+            "timestamp_granularities[]": {"type": "array", "items": {"type": "string", "enum": list(GRANULARITIES)}},
+            "stream": {"type": "boolean"},
+        },
+    }
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": form}}}}
+
+
 def parse(form: FormData, names: list[str]) -> Fields:
     fields = Fields(file=_file(form), model=_model(form, names), response_format=_response_format(form))
     _check_language(form)

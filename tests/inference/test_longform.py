@@ -16,7 +16,7 @@ from speechlm.inference import longform as lf_mod
 from speechlm.inference.batching import transcribe_long
 from speechlm.inference.cut import overlap_windows, pause_windows, runs, segment_windows, silent_frames
 from speechlm.inference.longform import LongForm
-from speechlm.inference.stitch import merge_seam, sound_ends
+from speechlm.inference.stitch import merge_seam, sound_ends, timed_clip
 
 SR = 16000
 
@@ -350,3 +350,28 @@ def test_the_long_form_modules_import_only_numpy_the_standard_library_and_each_o
                 for n in names:
                     top = n.split(".")[0]
                     assert top == "numpy" or top in sys.stdlib_module_names or top == "__future__", (m, n)
+
+
+def _w(text, start):
+    return {"text": text, "start": start, "end": None if start is None else start + 0.2, "confidence": 1.0}
+
+
+def test_overlap_text_and_words_come_from_one_seam_rule():
+    """Issue 36, server finding 10: with overlapping windows `text` was merged where the words agree and
+    `words` by which half of the overlap a word starts in; on an 81 s recording they disagreed (48 words
+    vs 51). Here the aligner puts "d" past the overlap's middle in the first window and before it in the
+    second, so the old rule dropped it from both; now `words` spells `text`."""
+    spans = [(0, 5 * 16000), (3 * 16000, 8 * 16000)]  # overlap 3..5 s, middle 4 s
+    outs = [
+        {"text": "a b c d", "words": [_w("a", 0.5), _w("b", 1.5), _w("c", 3.2), _w("d", 4.1)]},
+        {"text": "c d e f", "words": [_w("c", 0.3), _w("d", 0.9), _w("e", 1.5), _w("f", 3.0)]},
+    ]
+    got = timed_clip(spans, outs, "overlap")
+    assert got["text"] == "a b c d e f" and [w["text"] for w in got["words"]] == got["text"].split()
+    assert [w["start"] for w in got["words"]] == [0.5, 1.5, 3.2, 3.9, 4.5, 6.0]  # d from the second window
+    assert [len(s["words"]) for s in got["segments"]] == [3, 3]
+    # a window whose words do not spell its text keeps its text's words, unplaced
+    outs[1]["words"] = outs[1]["words"][:3]
+    got = timed_clip(spans, outs, "overlap")
+    assert [w["text"] for w in got["words"]] == got["text"].split()
+    assert [w["start"] for w in got["words"]][3:] == [None, None, None]

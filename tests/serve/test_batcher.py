@@ -1,15 +1,18 @@
 """The server's batcher (speechlm.serve.batcher) alone, with a transcriber that names its input:
 each request's texts in order, short requests past a long one's queue, the fewest waiting first with
-aging, cancelling, and a failed batch failing only its requests."""
+aging, cancelling, a failed batch failing only the request whose segment fails, hang-ups racing the
+delivery, and a worker that dies."""
 
 from __future__ import annotations
 
+import random
+import threading
 import time
 
 import numpy as np
 import pytest
 
-from speechlm.serve.batcher import Batcher
+from speechlm.serve.batcher import Batcher, SegmentError, WorkerDead
 
 
 # ---------------------------------------------------------------------------- the batcher alone
@@ -102,10 +105,106 @@ def test_batcher_cancel_drops_waiting_segments_and_a_failed_batch_fails_only_its
         b.cancel(long)
         assert long.future.cancelled()
         bad = b.submit([np.zeros(13)])
-        with pytest.raises(RuntimeError, match="boom"):
+        with pytest.raises(SegmentError, match="boom") as e:
             bad.future.result(5)
+        assert not e.value.input_fault and isinstance(e.value.__cause__, RuntimeError)  # the server's fault
         assert b.submit([np.zeros(5)]).future.result(5) == ["5"]  # the worker serves on
     finally:
         b.stop(5)
     assert sum(len(x) for x in batches) <= 6 and b.counts["segments_cancelled"] >= 14
     assert b.counts["failed_batches"] == 1 and b.stats()["segments_waiting"] == 0
+
+
+def _poisoned(batches: list):
+    """A transcriber that refuses a whole batch holding a segment shorter than 10 samples, as the
+    feature extractor refuses a clip shorter than one hop (ValueError)."""
+
+    def transcribe(waves, words=False):
+        batches.append([len(w) for w in waves])
+        short = [i for i, w in enumerate(waves) if len(w) < 10]
+        if short:
+            raise ValueError(f"clip {short[0]}: {len(waves[short[0]])} samples is shorter than one hop (10)")
+        return [str(len(w)) for w in waves]
+
+    return transcribe
+
+
+def test_a_poisoned_batch_fails_only_the_request_whose_segment_fails():
+    batches = []
+    b = Batcher(_poisoned(batches), max_batch=16, max_wait=0.2)
+    good = [b.submit([np.zeros(100 + i), np.zeros(50 + i)]) for i in range(8)]
+    bad = b.submit([np.zeros(5)])
+    mixed = b.submit([np.zeros(30), np.zeros(3)])  # one good segment, one bad: the request fails
+    b.start()  # all in one batch
+    try:
+        assert [j.future.result(10) for j in good] == [[str(100 + i), str(50 + i)] for i in range(8)]
+        for job in (bad, mixed):
+            with pytest.raises(SegmentError, match="shorter than one hop") as e:
+                job.future.result(10)
+            assert e.value.input_fault  # a ValueError from the model: the input's fault (a 400)
+    finally:
+        b.stop(5)
+    assert len(batches[0]) == 16 and 5 in batches[0]  # the first batch held the poison
+    assert b.counts["failed_batches"] >= 1 and b.counts["segments_failed"] == 2
+    assert b.alive and b.stats()["segments_waiting"] == 0
+
+
+def test_hang_ups_racing_the_delivery_never_end_the_worker():
+    """Server finding 1: a client's future cancelled between the worker's taking its job out of the
+    queue and setting its result raised InvalidStateError in the worker, which died. Here each round
+    cancels a job at a random moment around its delivery (bounded: 3000 rounds or 20 s)."""
+    b = Batcher(lambda waves, words=False: [str(len(w)) for w in waves], max_batch=4, max_wait=0.0)
+    b.start()
+    rng = random.Random(0)
+    errors = []
+    threading.excepthook, hook = (lambda args: errors.append(args.exc_value)), threading.excepthook
+    try:
+        deadline, rounds = time.monotonic() + 20, 0
+        while rounds < 3000 and time.monotonic() < deadline:
+            jobs = [b.submit([np.zeros(8)]) for _ in range(4)]
+            for j in jobs:  # the app's asyncio wrapper's callback: it widens the window between deliveries
+                j.future.add_done_callback(lambda f: time.sleep(2e-4))
+            time.sleep(rng.random() * 5e-4)
+            for j in jobs[1:]:
+                b.cancel(j)  # what the app does when a client hangs up; its asyncio wrapper cancels too
+                j.future.cancel()
+            assert jobs[0].future.result(5) == ["8"]
+            rounds += 1
+        assert b.alive and not errors, errors
+        assert b.submit([np.zeros(3)]).future.result(5) == ["3"]  # and it serves on
+    finally:
+        threading.excepthook = hook
+        b.stop(5)
+    assert rounds >= 500
+
+
+class _Fatal(BaseException):
+    """Something no `except Exception` catches: the worker's loop itself ends."""
+
+
+def test_a_worker_that_dies_fails_everyone_waiting_and_says_so():
+    deaths = []
+    gate = threading.Event()
+
+    def fatal(waves, words=False):
+        gate.wait(5)
+        raise _Fatal("a bug in the worker")
+
+    b = Batcher(fatal, max_batch=1, max_wait=0.0, on_death=deaths.append)
+    b.start()
+    first, second = b.submit([np.zeros(4)]), b.submit([np.zeros(5)])
+    assert b.alive and b.stats()["alive"]
+    gate.set()
+    for job in (first, second):
+        with pytest.raises(WorkerDead, match="a bug in the worker"):
+            job.future.result(5)
+    assert len(deaths) == 1 and isinstance(deaths[0], _Fatal)
+    assert not b.alive and not b.stats()["alive"]
+    with pytest.raises(WorkerDead):
+        b.submit([np.zeros(3)])
+
+
+@pytest.mark.parametrize("wait", [float("inf"), float("nan"), -1.0])
+def test_the_batcher_refuses_a_wait_that_is_not_a_finite_number(wait):
+    with pytest.raises(ValueError, match="max_wait must be a finite number"):
+        Batcher(lambda waves, words=False: [], max_wait=wait)

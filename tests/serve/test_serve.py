@@ -84,7 +84,7 @@ def test_cli_checks_its_settings_before_loading_anything(twin, capsys):
 
     for flags, msg in (
         (["--max-batch", "0"], "--max-batch must be at least 1"),
-        (["--max-upload-mb", "0"], "--max-upload-mb must be positive"),
+        (["--max-upload-mb", "0"], "--max-upload-mb must be a finite positive number"),
         (["--threshold-db", "-1"], "--threshold-db must be positive"),
     ):
         with pytest.raises(SystemExit) as e:

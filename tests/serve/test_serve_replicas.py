@@ -90,9 +90,9 @@ def test_a_client_that_hangs_up_frees_its_slot(replica, clips, reference):
         b"POST /v1/audio/transcriptions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer " + KEY.encode() + b"\r\n"
         b"content-type: multipart/form-data; boundary=abc\r\ncontent-length: 100000\r\n\r\n--abc\r\n"
     )
-    _wait(lambda: replica.health()["requests_in_flight"] == 1, 10, "the upload never started")
+    _wait(lambda: replica.health()["requests_reading"] == 1, 10, "the upload never started")
     sock.close()
-    _wait(lambda: replica.health()["requests_in_flight"] == 0, 5, "the slot was not freed")
+    _wait(lambda: replica.health()["requests_reading"] == 0, 5, "the upload was not dropped")
     assert transcribe(replica.client(), paths[1]) == reference[paths[1].name]  # one slot: it is free
 
 
