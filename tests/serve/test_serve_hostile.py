@@ -131,6 +131,29 @@ def test_decoding_is_audio_loads_and_bounded_in_memory():
         decode(data, 39)  # refused before decoding
 
 
+def test_decoding_applies_the_level_and_mix_rules_of_every_route():
+    """Finding 13 on the server's route: a float file beyond full scale and stereo whose channels cancel
+    give `audio.load`'s samples (scaled to a peak of 1; the loudest channel alone), not silence."""
+    from speechlm import audio
+    from speechlm.serve.decode import decode
+
+    rng = np.random.default_rng(1)
+    speech = (rng.standard_normal(44100 * 2) * 0.3).astype(np.float32)
+    cases = {
+        "loud float": (np.stack([speech * 9, speech * 7], axis=1), 44100),
+        "inverted stereo": (np.stack([speech, -speech * 0.99], axis=1), 44100),
+        "loud inverted 16k": (np.stack([speech * 4, -speech * 4], axis=1), 16000),
+    }
+    for name, (wave, rate) in cases.items():
+        buf = io.BytesIO()
+        sf.write(buf, wave, rate, format="WAV", subtype="FLOAT")
+        data = buf.getvalue()
+        got, want = decode(data, 60), audio.load(data)
+        # float32 rounding of one scale applied before vs after a linear resampler: a few ulps of 1.0
+        assert got.shape == want.shape and np.abs(got - want).max() < 1e-5, name
+        assert np.abs(got).max() <= 1.0 + 1e-6 and np.sqrt(np.mean(got**2)) > 0.05, name  # not silence
+
+
 # ---------------------------------------------------------------------------- finding 3: stalled uploads
 def _stall(port: int) -> socket.socket:
     """Headers and 8 bytes of a body, then nothing."""
