@@ -42,13 +42,27 @@ def vllm_decoder(out: Path) -> str:
     return str(out)
 
 
-def tiny_folder(out: Path, **training):
+def tiny_folder(out: Path, **settings):
     """(the SpeechLM speechlm transcribes with, its self-contained folder): the tiny Whisper twin, the
-    decoder above with a LoRA adapter, every trained part away from its init (model_helpers)."""
+    decoder above with a LoRA adapter, every trained part away from its init (model_helpers), and the
+    model settings `settings` (stop rules, pool stride) written into the folder.
+
+    The rows of tokens that decode to part of a character are zeroed in the (tied) embeddings, so the
+    random model writes whole characters: vLLM's detokenizer holds back an unfinished character at the
+    end of a text, where a whole-sequence decode writes U+FFFD."""
+    import torch
+
     from model_helpers import trained_looking
     from speechlm.model import from_pretrained, save_pretrained
 
-    live = trained_looking("tiny/whisper", vllm_decoder(out.parent / f"{out.name}-decoder"), **training)
+    live = trained_looking("tiny/whisper", vllm_decoder(out.parent / f"{out.name}-decoder"))
+    tok = live.tokenizer
+    head = live._base_lm().get_output_embeddings().weight
+    partial = [i for i in range(head.shape[0]) if "\ufffd" in tok.decode([i])]
+    with torch.no_grad():
+        head[partial] = 0
+    for k, v in settings.items():
+        setattr(live.cfg, k, v)
     save_pretrained(live, out, self_contained=True)
     return from_pretrained(out), out
 
