@@ -82,4 +82,8 @@ def run_vllm(command: str, folder: Path, payload: dict, timeout: int = 600) -> d
     )
     if proc.returncode != 0:
         raise AssertionError(f"vllm_side.py {command} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    mark = "SPEECHLM-VLLM-RESULT "
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(mark)]
+    if not lines:
+        raise AssertionError(f"vllm_side.py {command} gave no result:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1].removeprefix(mark))

@@ -10,6 +10,8 @@
 import json
 import sys
 
+MARK = "SPEECHLM-VLLM-RESULT "  # vLLM logs to stdout too: the answer is the line with this mark
+
 
 def offline(folder: str, payload: dict) -> dict:
     import soundfile as sf
@@ -35,7 +37,7 @@ def main():
     command, folder = sys.argv[1], sys.argv[2]
     payload = json.loads(sys.stdin.read())
     out = {"offline": offline}[command](folder, payload)
-    print(json.dumps(out))
+    print(MARK + json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":  # vLLM spawns its engine process: the guard keeps it from running this again

@@ -156,8 +156,12 @@ class SpeechLMForVLLM(nn.Module, SupportsMultiModal, SupportsTranscription):
     # ------------------------------------------------------------------ transcription (OpenAI endpoints)
     @classmethod
     def get_speech_to_text_config(cls, model_config, task_type: str) -> SpeechToTextConfig:
-        # no chunking by vLLM: server.py cuts every recording with the folder's long-form cut
-        return SpeechToTextConfig(sample_rate=SAMPLE_RATE, max_audio_clip_s=None, min_energy_split_window_size=None)
+        # vLLM's own cut off (no energy window): server.py cuts every recording with the folder's long-form
+        # cut; max_audio_clip_s is the window (vLLM joins several requests' texts only when it is set)
+        window = load(model_config.model).long_form().window_seconds
+        return SpeechToTextConfig(
+            sample_rate=SAMPLE_RATE, max_audio_clip_s=int(window), min_energy_split_window_size=None
+        )
 
     @classmethod
     def get_generation_prompt(cls, stt_params) -> TokensPrompt:
