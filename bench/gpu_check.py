@@ -3,6 +3,8 @@
 
     python bench/gpu_check.py                    # one CUDA GPU; ~10 min with both kernel variants
     python bench/gpu_check.py --steps 5          # quicker
+    python bench/gpu_check.py --vllm             # then the default served through vLLM (bench/gpu_vllm.py;
+                                                 # needs `make vllm`, so a machine that reaches the registry)
     SPEECHLM_DEVICE_MEMORY_GIB=1.8 OMP_NUM_THREADS=2 python bench/gpu_check.py --cpu-small --steps 1 --warmup 0
                                                  # the same path at toy size on CPU (no numbers worth keeping)
 
@@ -44,6 +46,9 @@ def parse(argv):
     ap.add_argument("--warmup", type=int, default=1, help="optimizer steps run first, not measured")
     ap.add_argument("--cpu-small", action="store_true", help="toy size on CPU: exercises the path only")
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument(
+        "--vllm", action="store_true", help="also serve the default through vLLM: RTFx at 64 requests (gpu_vllm.py)"
+    )
     ap.add_argument("--variant", choices=["fla", "torch"], default=None, help=argparse.SUPPRESS)  # child
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)  # child: where its row goes
     return ap.parse_args(argv)
@@ -226,6 +231,9 @@ def main(argv=None) -> int:
             "flash-linear-attention is not installed: only the torch kernels ran (pip install flash-linear-attention)"
         )
     print(table(rows))
+    if a.vllm:  # the default served through vLLM, in its own environment (bench/gpu_vllm.py)
+        r = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_vllm.py")], cwd=ROOT, text=True)
+        rows.append({"variant": "vllm", "error": f"exit {r.returncode}"} if r.returncode else {"variant": "vllm"})
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0 if all("error" not in r for r in rows) else 1

@@ -4,7 +4,12 @@ with the official `openai` client.
 
     PYTHONPATH=. HF_HUB_OFFLINE=1 python bench/serve_load.py -m outputs/demo [-d shards/demo] [--clips 64]
         [--clients 16] [--long-seconds 180] [--soak 500] [--server-args "--max-batch 16 --max-wait-ms 10"]
-        [--json out.json] [--time-limit 1800]
+        [--backend speechlm|vllm|both] [--vllm-args "--max-model-len 1024"] [--json out.json] [--time-limit 1800]
+
+`--backend vllm` runs the same phases against `vllm serve MODEL_FOLDER` (the speechlm plugin in .venv-vllm,
+bench/serve_vllm.py), `both` runs the two servers one after the other on the same clips and references
+(side by side, each with the machine to itself), and each server's start-up time is reported. The soak's
+bad inputs expect speechlm's statuses: it runs against speechlm's server only.
 
 1. Throughput: the test split's clips sent one at a time, then by `--clients` concurrent clients
    (each clip once): audio seconds per wall second, p50 and p95 latency, and whether every text is
@@ -77,6 +82,7 @@ def percentile(xs: list[float], q: float) -> float:
 
 class Server:
     def __init__(self, model: str, extra: list[str], log: Path):
+        t0 = time.perf_counter()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -94,18 +100,22 @@ class Server:
         while True:
             try:
                 if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
+                    break
             except httpx.TransportError:
                 pass
             if self.proc.poll() is not None or time.time() > deadline:
                 self.stop()
                 raise SystemExit(f"the server did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.5)
+        self.started_s = round(time.perf_counter() - t0, 1)
 
     def health(self) -> dict:
         import httpx
 
         return httpx.get(self.url + "/health", timeout=10).json()
+
+    def busy(self) -> bool:
+        return self.health()["batcher"]["segments_waiting"] > 0
 
     def stop(self):
         if self.proc.poll() is None:
@@ -157,11 +167,13 @@ def bad_inputs() -> list[tuple[str, dict, tuple[int, ...]]]:
 class Client:
     """The openai client for good requests, httpx for bad ones; every request timed."""
 
-    def __init__(self, url: str, timeout: float):
+    def __init__(self, url: str, timeout: float, response_format: str = "text"):
         import httpx
         import openai
 
         self.url = url
+        # vLLM answers response_format "text" with its JSON body: its client asks for json and reads .text
+        self.response_format = response_format
         self.openai = openai
         self.ai = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=timeout)
         self.http = httpx.Client(timeout=timeout)
@@ -170,8 +182,10 @@ class Client:
         """(text or None, seconds, status)."""
         t = time.perf_counter()
         try:
-            text = self.ai.audio.transcriptions.create(model="bench", file=("a.flac", data), response_format="text")
-            return text, time.perf_counter() - t, 200
+            text = self.ai.audio.transcriptions.create(
+                model="bench", file=("a.flac", data), response_format=self.response_format
+            )
+            return (text if isinstance(text, str) else text.text), time.perf_counter() - t, 200
         except self.openai.APIStatusError as e:
             return None, time.perf_counter() - t, e.status_code
         except self.openai.APIConnectionError:
@@ -227,7 +241,7 @@ def short_behind_long(
         t = threading.Thread(target=lambda box=box: box.update(r=client.transcribe(long)))
         t.start()
         deadline = time.time() + 120
-        while server.health()["batcher"]["segments_waiting"] == 0 and t.is_alive() and time.time() < deadline:
+        while not server.busy() and t.is_alive() and time.time() < deadline:
             time.sleep(0.01)
         text, dt, _ = client.transcribe(short)
         still_busy = t.is_alive()
@@ -288,6 +302,8 @@ def main(argv=None):
     ap.add_argument("--long-seconds", type=float, default=180.0)
     ap.add_argument("--soak", type=int, default=500)
     ap.add_argument("--server-args", default="", help="more flags for python -m speechlm.serve")
+    ap.add_argument("--backend", choices=("speechlm", "vllm", "both"), default="speechlm")
+    ap.add_argument("--vllm-args", default="--max-model-len 1024", help="more flags for vllm serve")
     ap.add_argument("--timeout", type=float, default=300.0, help="per request")
     ap.add_argument("--time-limit", type=float, default=1800.0, help="the whole run")
     ap.add_argument("--json", default=None)
@@ -313,26 +329,43 @@ def main(argv=None):
         flush=True,
     )
 
-    log = Path(tempfile.mkdtemp(prefix="serve-bench-")) / "server.log"
-    server = Server(args.model, shlex.split(args.server_args), log)
+    results = {}
+    for backend in ("speechlm", "vllm") if args.backend == "both" else (args.backend,):
+        results[backend] = run_server(backend, args, clips, refs, seconds, short_i, flac(long_wave), start)
+    result = results[args.backend] if args.backend != "both" else results
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+def run_server(backend: str, args, clips, refs, seconds, short_i, long_flac, start) -> dict:
+    """One server's phases: start-up, throughput, short behind long, and (speechlm's) the soak."""
+    log = Path(tempfile.mkdtemp(prefix=f"serve-bench-{backend}-")) / "server.log"
+    if backend == "vllm":
+        from serve_vllm import VllmServer
+
+        server = VllmServer(args.model, shlex.split(args.vllm_args), log)
+    else:
+        server = Server(args.model, shlex.split(args.server_args), log)
+    print(f"{backend}: up in {server.started_s} s (log {log})", flush=True)
     pid = server.proc.pid
     try:
-        client = Client(server.url, args.timeout)
+        client = Client(server.url, args.timeout, "json" if backend == "vllm" else "text")
         client.transcribe(clips[0])  # warm-up
-        result = {"model": args.model, "server_args": args.server_args, "clips": len(clips)}
+        result = {"backend": backend, "model": args.model, "clips": len(clips), "startup_s": server.started_s}
+        result["server_args"] = args.vllm_args if backend == "vllm" else args.server_args
         result["throughput"] = throughput(client, clips, refs[: len(clips)], seconds, args.clients)
         result["short_behind_long"] = short_behind_long(
-            server, client, clips[short_i], refs[short_i], flac(long_wave), refs[-1]
+            server, client, clips[short_i], refs[short_i], long_flac, refs[-1]
         )
-        result["soak"] = soak(client, clips, refs, args.soak, args.clients, start + args.time_limit)
+        if backend == "speechlm":
+            result["soak"] = soak(client, clips, refs, args.soak, args.clients, start + args.time_limit)
         h = server.health()
         result["server_after"] = {"same_process": server.proc.poll() is None and server.proc.pid == pid, **h}
     finally:
         server.stop()
-    print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     print(f"server log: {log}")
+    return result
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ OTHER_MIRRORS = {
     "launch": "the launcher scripts of launch/ (and slurm/), which the tests run as a user does",
     "reliability": "the injected faults of docs/reliability.md, across the packages",
     "bench": "the benchmark scripts of bench/ (their pure functions; the measurements are run, not tested)",
+    "vllm_plugin": "the vLLM plugin of vllm_plugin/ (its own package and environment, .venv-vllm)",
 }
 
 

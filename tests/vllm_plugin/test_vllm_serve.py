@@ -1,0 +1,134 @@
+"""A speechlm model folder under vLLM (vllm_plugin, in its own environment .venv-vllm: `make vllm`), on
+vLLM's CPU build: through vLLM's Python API and under `vllm serve` on 127.0.0.1, spoken to by the
+official `openai` client. Greedy texts equal `speechlm transcribe`'s (clips, and a recording cut at its
+pauses), and the stop rules stop where speechlm's do: the per-clip budget and the loop cut.
+
+The model is a tiny random twin (vllm_helpers.tiny_folder): its texts are noise, which is what makes
+them a strict check (a lost adapter, projector or placeholder changes every token)."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from speechlm.inference import transcribe_waves
+from vllm_helpers import VLLM_PYTHON, run_vllm, tiny_folder, vllm_python
+
+pytestmark = pytest.mark.slow
+
+SR = 16000
+# clips of 320 n samples: the longest that get n placeholders (Whisper, stride 1), so the budget the
+# server's engine infers from the placeholders is the exact one
+PLACEHOLDERS = (30, 60, 100, 150, 240)
+
+
+def _recording(rng) -> np.ndarray:
+    """~40 s: bursts of noise (speech-like level) between half-second pauses, cut at each pause."""
+    parts = []
+    while sum(map(len, parts)) < 40 * SR:
+        parts += [0.1 * rng.standard_normal(int(rng.uniform(1.5, 4.0) * SR)), np.zeros(SR // 2)]
+    return np.concatenate(parts).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    vllm_python()
+    root = tmp_path_factory.mktemp("vllm")
+    # budgets of 5 to 22 tokens for these clips (4 per second + 2), under a ceiling of 40
+    model, folder = tiny_folder(root / "model", max_new_tokens=40, tokens_per_second=4.0, new_tokens_margin=2)
+    rng = np.random.default_rng(3)
+    clips = [(0.1 * rng.standard_normal(320 * n)).astype(np.float32) for n in PLACEHOLDERS]
+    paths = []
+    for i, w in enumerate(clips + [_recording(rng)]):
+        paths.append(root / f"clip{i}.wav")
+        sf.write(paths[-1], w, SR, subtype="FLOAT")
+    return {"model": model, "folder": folder, "clips": clips, "paths": paths}
+
+
+def test_vllm_generates_speechlms_text_and_stops_where_it_does(case):
+    model, clips = case["model"], case["clips"]
+    got = run_vllm(
+        "offline",
+        case["folder"],
+        {"clips": [str(p) for p in case["paths"][:-1]], "recordings": [str(case["paths"][-1])]},
+    )
+    want = [model.transcribe([w], details=True)[0] for w in clips]  # each clip alone, as one vLLM request
+    assert [w["text"] for w in got["windows"]] == [w["text"] for w in want]
+    assert got["budgets"] == got["placeholder_budgets"]
+    capped = looped = 0
+    for w, v, budget in zip(want, got["windows"], got["budgets"]):
+        tokens = [t for t in v["tokens"] if t != model.tokenizer.convert_tokens_to_ids("<|eot_id|>")]
+        assert len(tokens) <= budget
+        if w["capped"]:  # speechlm ran out of budget: vLLM generated exactly the budget, no more
+            capped += 1
+            assert len(tokens) == budget
+        if w["loop"]:  # speechlm cut a loop: vLLM stopped at the same token, then kept one copy
+            looped += 1
+            assert len(tokens) >= w["tokens"]
+    assert capped and looped, (capped, looped)  # both rules ran here, not only their absence
+    long = sf.read(case["paths"][-1], dtype="float32")[0]
+    assert got["texts"] == transcribe_waves(model, [long])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(case):
+    port = _free_port()
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1")
+    env.pop("PYTHONPATH", None)
+    cmd = [str(VLLM_PYTHON.parent / "vllm"), "serve", str(case["folder"]), "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--served-model-name", "speechlm", "--max-model-len", "2048", "--enforce-eager"]
+    log = open(case["folder"].parent / "serve.log", "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 400
+        while True:
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise AssertionError(
+                        f"vllm serve did not start: {(case['folder'].parent / 'serve.log').read_text()[-4000:]}"
+                    ) from None
+                time.sleep(2)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server's own process group (its engine process too)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def test_vllm_serve_answers_the_openai_client_with_speechlms_text(case, server):
+    from openai import BadRequestError, OpenAI
+
+    client = OpenAI(base_url=server + "/v1", api_key="unused")
+    model = case["model"]
+    waves = case["clips"] + [sf.read(case["paths"][-1], dtype="float32")[0]]
+    want = transcribe_waves(model, waves)  # what `speechlm transcribe` writes: every recording cut at its pauses
+    got = []
+    for p in case["paths"]:
+        with open(p, "rb") as f:
+            got.append(client.audio.transcriptions.create(model="speechlm", file=f).text)
+    assert got == want
+    with open(case["paths"][0], "rb") as f:  # vLLM answers "text" as JSON too; the client gives it as a string
+        assert want[0] in client.audio.transcriptions.create(model="speechlm", file=f, response_format="text")
+    # vLLM's endpoint has no srt or vtt, and verbose_json only for models that write Whisper's timestamps
+    for fmt, says in (("srt", "only support response_format"), ("vtt", "only support"), ("verbose_json", "verbose")):
+        with open(case["paths"][0], "rb") as f, pytest.raises(BadRequestError, match=says):
+            client.audio.transcriptions.create(model="speechlm", file=f, response_format=fmt)

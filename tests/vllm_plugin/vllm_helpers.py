@@ -1,0 +1,89 @@
+"""Helpers of the vLLM plugin's tests: a tiny model folder vLLM's CPU build can run, and the plugin's own
+virtualenv (`make vllm`: .venv-vllm) to run vLLM in.
+
+vLLM's CPU attention takes head sizes of 32 and up (it refused tiny/llama3's 16: "Unsupported CPU
+attention configuration: head_dim=16"), so the decoder here is tiny/llama3 with heads of 64 and fresh
+random weights; its tokenizer (Llama 3's template: turns end with <|eot_id|>, not the EOS) is tiny/llama3's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from paths import REPO
+
+VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
+VLLM_SIDE = Path(__file__).with_name("vllm_side.py")
+
+
+def vllm_python() -> Path:
+    """The plugin's environment; a clear failure when it was never built (make test-all builds it first)."""
+    if not VLLM_PYTHON.is_file():
+        raise AssertionError(f"{VLLM_PYTHON} is missing: run `make vllm` (vLLM's CPU build and the plugin)")
+    return VLLM_PYTHON
+
+
+def vllm_decoder(out: Path) -> str:
+    """tiny/llama3 with 2 heads of 64 (1 KV head), random weights: a decoder vLLM's CPU attention runs."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from speechlm.model import ids
+
+    src = ids.resolve("tiny/llama3")
+    cfg = LlamaConfig.from_pretrained(src)
+    cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = 2, 1, 64
+    torch.manual_seed(0)
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    AutoTokenizer.from_pretrained(src).save_pretrained(out)
+    return str(out)
+
+
+def tiny_folder(out: Path, **settings):
+    """(the SpeechLM speechlm transcribes with, its self-contained folder): the tiny Whisper twin, the
+    decoder above with a LoRA adapter, every trained part away from its init (model_helpers), and the
+    model settings `settings` (stop rules, pool stride) written into the folder.
+
+    The rows of tokens that decode to part of a character are zeroed in the (tied) embeddings, so the
+    random model writes whole characters: vLLM's detokenizer holds back an unfinished character at the
+    end of a text, where a whole-sequence decode writes U+FFFD."""
+    import torch
+
+    from model_helpers import trained_looking
+    from speechlm.model import from_pretrained, save_pretrained
+
+    live = trained_looking("tiny/whisper", vllm_decoder(out.parent / f"{out.name}-decoder"))
+    tok = live.tokenizer
+    head = live._base_lm().get_output_embeddings().weight
+    partial = [i for i in range(head.shape[0]) if "\ufffd" in tok.decode([i])]
+    with torch.no_grad():
+        head[partial] = 0
+    for k, v in settings.items():
+        setattr(live.cfg, k, v)
+    save_pretrained(live, out, self_contained=True)
+    return from_pretrained(out), out
+
+
+def run_vllm(command: str, folder: Path, payload: dict, timeout: int = 600) -> dict:
+    """Run vllm_side.py COMMAND in the plugin's environment, payload in as JSON, its JSON answer out."""
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1", VLLM_LOGGING_LEVEL="WARNING")
+    env.pop("PYTHONPATH", None)  # nothing of speechlm's environment: the plugin stands alone
+    proc = subprocess.run(
+        [str(vllm_python()), str(VLLM_SIDE), command, str(folder)],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(folder.parent),
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"vllm_side.py {command} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
+    mark = "SPEECHLM-VLLM-RESULT "
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(mark)]
+    if not lines:
+        raise AssertionError(f"vllm_side.py {command} gave no result:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1].removeprefix(mark))
