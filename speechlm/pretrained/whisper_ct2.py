@@ -4,6 +4,12 @@ model.bin (binary version 6): a header, named tensors, then aliases. The layout 
 three ways this mapping undoes: self-attention q/k/v are fused in `self_attention/linear_0` (HF's
 k_proj has no bias: its slice of the fused bias is zero), cross-attention k/v are fused in
 `attention/linear_1`, and `decoder/projection/weight` is an alias of the token embeddings (tied).
+
+The special token ids differ between the English-only and the multilingual vocabularies
+(`<|endoftext|>` 50256 or 50257), so they are read from the tokenizer, never assumed. A
+multilingual checkpoint gets the generation config that `generate(language=..., task=...)` and
+language detection read (`lang_to_id`, `task_to_id`); both get the alignment heads of CTranslate2's
+config.json (cross-attention heads for word timestamps).
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ import torch
 # CTranslate2's DataType enum
 _DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}
 BINARY_VERSION = 6
-EOT = 50256  # <|endoftext|>: Whisper's bos, eos and pad; the start of transcript follows it
-ENGLISH_ONLY_VOCAB = 51864  # the .en checkpoints have one token fewer (no <|yue|>... no language tokens)
+TASKS = ("transcribe", "translate")
+# openai-whisper's rule: the multilingual vocabularies have 51,865 tokens (51,866 for large-v3),
+# the English-only ones 51,864 (whose CTranslate2 config.json still lists the multilingual lang_ids)
+MULTILINGUAL_VOCAB = 51865
 
 
 def read_ct2(path: Path) -> tuple[str, dict[str, np.ndarray], dict[str, str]]:
@@ -128,17 +136,30 @@ def convert(src: Path, out: Path) -> None:
         raise ValueError(f"{src}/model.bin holds a {spec}, not a WhisperSpec")
     if aliases.get("decoder/projection/weight", "decoder/embeddings/weight") != "decoder/embeddings/weight":
         raise ValueError("decoder/projection/weight is not tied to the embeddings; this converter assumes it is")
-    cfg = _whisper_config(t, json.loads((src / "config.json").read_text()))
+    ct_cfg = json.loads((src / "config.json").read_text())
+    special = special_tokens(src / "tokenizer.json")
+    cfg = _whisper_config(t, ct_cfg, special)
     _save_model(t, cfg, out)
-    no_ts = _save_processor(src / "tokenizer.json", cfg, out)
-    _generation_config(cfg, no_ts).save_pretrained(out)
+    _save_processor(src / "tokenizer.json", cfg, out)
+    _generation_config(cfg, ct_cfg, special).save_pretrained(out)
 
 
-def _whisper_config(t: dict[str, np.ndarray], ct_cfg: dict):
+def special_tokens(tokenizer_file: Path) -> dict[str, int]:
+    """'<|endoftext|>', '<|en|>', '<|transcribe|>', ... -> id: the added tokens of a tokenizer.json."""
+    added = json.loads(Path(tokenizer_file).read_text()).get("added_tokens", [])
+    found = {a["content"]: a["id"] for a in added}
+    for need in ("<|endoftext|>", "<|startoftranscript|>", "<|notimestamps|>"):
+        if need not in found:
+            raise ValueError(f"{tokenizer_file}: no {need} among the added tokens; not a Whisper tokenizer")
+    return found
+
+
+def _whisper_config(t: dict[str, np.ndarray], ct_cfg: dict, special: dict[str, int]):
     """The HF WhisperConfig of the tensors' shapes; `ct_cfg`: CTranslate2's config.json (suppressed ids)."""
     from transformers import WhisperConfig
 
     vocab, d_model = t["decoder/embeddings/weight"].shape
+    eot = special["<|endoftext|>"]
     return WhisperConfig(
         vocab_size=vocab,
         num_mel_bins=t["encoder/conv1/weight"].shape[1],
@@ -151,11 +172,11 @@ def _whisper_config(t: dict[str, np.ndarray], ct_cfg: dict):
         decoder_ffn_dim=t["decoder/layer_0/ffn/linear_0/weight"].shape[0],
         max_source_positions=t["encoder/position_encodings/encodings"].shape[0],
         max_target_positions=t["decoder/position_encodings/encodings"].shape[0],
-        bos_token_id=EOT,
-        eos_token_id=EOT,
-        pad_token_id=EOT,
-        decoder_start_token_id=EOT + 1,
-        begin_suppress_tokens=ct_cfg.get("suppress_ids_begin", [220, EOT]),
+        bos_token_id=eot,
+        eos_token_id=eot,
+        pad_token_id=eot,
+        decoder_start_token_id=special["<|startoftranscript|>"],
+        begin_suppress_tokens=ct_cfg.get("suppress_ids_begin", [220, eot]),
         suppress_tokens=ct_cfg.get("suppress_ids", []),
         tie_word_embeddings=True,
     )
@@ -174,37 +195,64 @@ def _save_model(t: dict[str, np.ndarray], cfg, out: Path) -> None:
     model.save_pretrained(out)
 
 
-def _save_processor(tokenizer_file: Path, cfg, out: Path) -> int:
-    """The tokenizer and feature extractor saved to `out`; returns the <|notimestamps|> token id."""
+def _save_processor(tokenizer_file: Path, cfg, out: Path) -> None:
+    """The tokenizer and feature extractor saved to `out`."""
     from transformers import WhisperFeatureExtractor, WhisperProcessor, WhisperTokenizerFast
 
+    eot = "<|endoftext|>"
     tok = WhisperTokenizerFast(
         tokenizer_file=str(tokenizer_file),
-        bos_token="<|endoftext|>",
-        eos_token="<|endoftext|>",
-        unk_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
+        bos_token=eot,
+        eos_token=eot,
+        unk_token=eot,
+        pad_token=eot,
         model_max_length=cfg.max_target_positions,
     )
-    no_ts = tok.convert_tokens_to_ids("<|notimestamps|>")
     WhisperProcessor(WhisperFeatureExtractor(feature_size=cfg.num_mel_bins), tok).save_pretrained(out)
-    return no_ts
 
 
-def _generation_config(cfg, no_timestamps_id: int):
-    """Greedy transcription settings; an English-only checkpoint forces <|notimestamps|> after the start."""
+def languages(ct_cfg: dict, special: dict[str, int]) -> dict[str, int]:
+    """'<|en|>' -> id for the language tokens of CTranslate2's config.json (a multilingual checkpoint's)."""
+    by_id = {i: tok for tok, i in special.items()}
+    out = {by_id.get(i, ""): i for i in ct_cfg.get("lang_ids", [])}
+    bad = [i for tok, i in out.items() if not re.fullmatch(r"<\|[a-z]{2,3}\|>", tok)]
+    if bad or "<|en|>" not in out:
+        raise ValueError(f"config.json lang_ids: {bad[:5] or 'no <|en|>'} are not language tokens of tokenizer.json")
+    return out
+
+
+def _generation_config(cfg, ct_cfg: dict, special: dict[str, int]):
+    """Greedy transcription settings. A multilingual checkpoint (its vocabulary reaches the
+    language tokens) gets the language and task ids that generate() and language detection read;
+    an English-only one forces <|notimestamps|> after the start."""
     from transformers import GenerationConfig
 
-    english_only = cfg.vocab_size == ENGLISH_ONLY_VOCAB
+    no_ts = special["<|notimestamps|>"]
+    multilingual = cfg.vocab_size >= MULTILINGUAL_VOCAB
+    extra = {}
+    if multilingual:
+        # task set: without it, transformers' generate() with no language detects the language but
+        # then leaves <|transcribe|> out of the prompt (its old forced_decoder_ids route supplied it),
+        # and the decoder babbles ("El El El ..."); a caller's task= still overrides it
+        extra = {
+            "task": "transcribe",
+            "lang_to_id": languages(ct_cfg, special),
+            "task_to_id": {task: special[f"<|{task}|>"] for task in TASKS},
+            "prev_sot_token_id": special.get("<|startofprev|>"),
+        }
+    if ct_cfg.get("alignment_heads"):
+        extra["alignment_heads"] = [list(h) for h in ct_cfg["alignment_heads"]]
+    eot = cfg.eos_token_id
     return GenerationConfig(
         decoder_start_token_id=cfg.decoder_start_token_id,
-        bos_token_id=EOT,
-        eos_token_id=EOT,
-        pad_token_id=EOT,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        pad_token_id=eot,
         max_length=cfg.max_target_positions,
         begin_suppress_tokens=cfg.begin_suppress_tokens,
         suppress_tokens=cfg.suppress_tokens,
-        no_timestamps_token_id=no_timestamps_id,
-        is_multilingual=not english_only,
-        forced_decoder_ids=[[1, no_timestamps_id]] if english_only else None,
+        no_timestamps_token_id=no_ts,
+        is_multilingual=multilingual,
+        forced_decoder_ids=None if multilingual else [[1, no_ts]],
+        **extra,
     )

@@ -79,7 +79,7 @@ def test_a_source_type_registered_in_one_line_shards(tmp_path):
 def test_unknown_kind_and_type_rules_are_config_errors():
     bad = ShardRecipe(sources=[Source(name="a", kind="nope", splits={"train": ["x"]})])
     # the known kinds: the core's, the demo plug-in's (loaded on lookup) and this file's
-    known = "chirps, hf, librispeech, manifest, synthetic, timed, tones"
+    known = "chirps, hf, librispeech, manifest, multilingual, synthetic, timed, tones"
     message = rf"sources\[0\]\.kind: unknown source kind 'nope' \(known: {known}; a plug-in's kinds need its package"
     with pytest.raises(ConfigError, match=message):
         bad.validate()
@@ -150,6 +150,7 @@ FINGERPRINTS = {
     "librispeech_folders": "a2a1716ecded2a49e80782ae6cfdec61a59568365eeff67231d0e77db5485286",
     "loquacious_small": "53259089ae8c9f38c35c77c4f7d4362dd15406f62760790239e6f7393613e315",
     "multiasr": "34878f93211e089d324c1c7ff6e30c1c70eb6c7de668e8d5352d39b3d8a5ffa2",
+    "multilingual_demo": "0a77bcbdb5f5bb4150f0959e581b9aa4feb82c7d4c88e7d3043591d551a3bc36",
     "synthetic": "823b70e698db0c860172d3a9ad989c9517586e6f81073abf859b57343ae46f47",
     "timed": "c08942181c7d17374c598bcd83ad8874c0b5f7a95dabe302108e529300e07257",
 }

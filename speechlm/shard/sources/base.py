@@ -109,7 +109,7 @@ def source_type(kind: str, key: str = "kind") -> SourceType:
     except KeyError:
         raise ConfigError(
             f"{key}: unknown source kind {kind!r} (known: {', '.join(sorted(_TYPES))}; a plug-in's kinds need its "
-            f"package installed: `pip install -e .` in speechlm's checkout registers the demo's synthetic and timed)"
+            f"package installed: `pip install -e .` in speechlm's checkout registers the demo's kinds)"
         ) from None
 
 
