@@ -5,12 +5,14 @@
     transcribe_waves(model, waves, long_form=LongForm(strategy="pause"))
     transcribe_timed(model, waves)                        # + segments and word times (the CTC head)
     evaluate(model, "shards/demo", n=200)                 # corpus WER, worst clips, rows
+    stream = Streamer(model, StreamSettings())            # live: stream.feed(piece) -> committed text
 
 Modules: the long-form cut, numpy only and carried verbatim by the export (longform.py: `LongForm`,
 the settings; cut.py: the ranges; stitch.py: texts and times put back together; batching.py: every
-window of every clip as one sorted, batched job); transcribe.py (a model's transcripts); args.py
-(the CLIs' long-form flags -> `LongForm`); load.py (`-m MODEL` -> a model); datasets.py and
-evaluation.py (test sets, WER, word-time scores).
+window of every clip as one sorted, batched job); streaming.py (live transcription: `Streamer`, its
+`StreamSettings` and `StreamEvent`s, numpy only like the long-form modules); transcribe.py (a
+model's transcripts); args.py (the CLIs' long-form flags -> `LongForm`); load.py (`-m MODEL` -> a
+model); datasets.py and evaluation.py (test sets, WER, word-time scores).
 
 load.py, datasets.py and evaluation.py pull in the model stack and the data reader (torch,
 transformers): they are imported when one of their names is first used, so a CLI parses and checks
@@ -22,6 +24,14 @@ from __future__ import annotations
 from speechlm.inference.args import add_long_form_args, check_max_seconds, long_form_from_args
 from speechlm.inference.longform import DEFAULT_LONG_FORM, SAMPLE_RATE, STRATEGIES, WINDOW_SECONDS, LongForm
 from speechlm.inference.stitch import timed_clip
+from speechlm.inference.streaming import (
+    DEFAULT_STREAM_SETTINGS,
+    Streamer,
+    StreamEvent,
+    StreamSettings,
+    feed_many,
+    stream_wave,
+)
 from speechlm.inference.transcribe import (
     MAX_SECONDS,
     batch_transcriber,
@@ -54,11 +64,15 @@ def __getattr__(name: str):
 
 __all__ = [
     "DEFAULT_LONG_FORM",
+    "DEFAULT_STREAM_SETTINGS",
     "MAX_SECONDS",
     "SAMPLE_RATE",
     "STRATEGIES",
     "WINDOW_SECONDS",
     "LongForm",
+    "StreamEvent",
+    "StreamSettings",
+    "Streamer",
     "add_long_form_args",
     "batch_transcriber",
     "check_max_seconds",
@@ -66,12 +80,14 @@ __all__ = [
     "condition",
     "dataset_clips",
     "evaluate",
+    "feed_many",
     "load_clip",
     "load_model",
     "local_model",
     "long_form_for",
     "long_form_from_args",
     "resolve_model_dir",
+    "stream_wave",
     "timed_clip",
     "transcribe_files",
     "transcribe_timed",
