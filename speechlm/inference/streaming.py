@@ -15,9 +15,9 @@ The policy (settings: `StreamSettings`, a frozen object like `LongForm`):
   on (case and punctuation ignored), beyond what is committed, are committed.
 - **Pauses close the window.** The long-form cut (cut.py, `"segments"` with the stream's settings)
   finds the pauses in the window, its silence measured against the window and up to
-  `context_seconds` of audio before it (the stream's loud level, not the window's). Audio before a
-  pause is complete: it is decoded once more, everything it says committed, and the window starts
-  at the pause; silence before the first speech is dropped undecoded. A window past
+  `context_seconds` of audio before it (the stream's loud level, not the window's), at every piece
+  fed. Audio before a pause is complete: it is decoded at once, everything it says committed, and
+  the window starts at the pause; silence before the first speech is dropped undecoded. A window past
   `max_window_seconds` is closed at its quietest point, as the cut does. So a stream decodes each
   sentence alone, as the offline long-form route does, and a model trained on single sentences
   (the demo) never sees two at once.
@@ -218,10 +218,16 @@ class Streamer:
         self._audio = np.concatenate([self._audio, piece])
         self._received += len(piece)
         self._fresh += len(piece)
-        if self._fresh < self._chunk:
+        if self._fresh < self._chunk and not self._paused():
             return None
         self._fresh = 0
         return self._plan(final=False)
+
+    def _paused(self) -> bool:
+        """Whether a pause follows sound in the window: it closes at once, not at the next chunk (the
+        last words of a sentence are committed as soon as the cut sees its pause)."""
+        ranges, silent = self._ranges()
+        return any(not _all_silent(silent, *r) for r in ranges[:-1])
 
     def _plan(self, final: bool) -> _Decode | None:
         """The next decode: the audio before the window's first pause ("close"), else the whole window

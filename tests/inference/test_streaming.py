@@ -165,3 +165,18 @@ def test_bad_audio_is_refused_with_a_clear_error(model):
     with pytest.raises(ValueError, match="NaN"):
         stream.feed(np.full(160, np.nan, np.float32))
     assert stream.seconds == 0.0  # nothing of a refused piece was taken
+
+
+def test_a_pause_closes_the_window_at_once_not_at_the_next_chunk(model):
+    """Pieces of 0.1 s, a decode due every 2 s: the sentence's last words are committed when the cut
+    sees its pause (0.3 s of silence), long before the chunk is full."""
+    wave = _bursts((1.0, 0.1), (0.8, 0), seed=4)
+    stream = Streamer(model, StreamSettings(chunk_seconds=2.0, agreement=100))
+    events = []
+    for i in range(0, len(wave), 1600):
+        events += stream.feed(wave[i : i + 1600])
+    assert len(events) == 1 and 1.3 <= events[0].seconds <= 1.5 and stream.stats["decodes"] == 1
+    # what it committed is the model's answer for the audio before the cut, which is where the window now starts
+    cut = int(round(stream.window_start * SR))
+    assert 1.0 < stream.window_start < events[0].seconds
+    assert events[0].text == model.transcribe([wave[:cut]])[0]
