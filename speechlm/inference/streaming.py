@@ -226,7 +226,7 @@ class Streamer:
     def _paused(self) -> bool:
         """Whether a pause follows sound in the window: it closes at once, not at the next chunk (the
         last words of a sentence are committed as soon as the cut sees its pause)."""
-        ranges, silent = self._ranges()
+        ranges, silent = self._ranges(final=False)
         return any(not _all_silent(silent, *r) for r in ranges[:-1])
 
     def _plan(self, final: bool) -> _Decode | None:
@@ -235,7 +235,7 @@ class Streamer:
         before the window's first sound is dropped undecoded, but for what the cut keeps before speech."""
         moved = True
         while moved:  # each round moves the window on, or returns
-            ranges, silent = self._ranges()
+            ranges, silent = self._ranges(final)
             if not ranges:
                 return None
             start, first = self._start, ranges[0]
@@ -264,15 +264,26 @@ class Streamer:
         wave = self._audio[self._start - self._base : end - self._base]
         return _Decode(kind, self._start, end, wave, " ".join(w["text"] for w in self._window_words))
 
-    def _ranges(self) -> tuple[list[tuple[int, int]], np.ndarray]:
+    def _ranges(self, final: bool) -> tuple[list[tuple[int, int]], np.ndarray]:
         """The long-form cut's tiles of the window (window samples) and its frames' silence, measured
-        with the context before it."""
+        with the context before it. Until the stream ends, a pause still running at the window's end
+        is no cut while it is shorter than the silence the cut keeps after and before speech: the cut
+        then falls where the offline cut puts it (`keep_after_seconds` after the speech), so the
+        decode hears the trailing silence a model trained with."""
         offset = (self._start - self._base) // FRAME
         silent = silent_frames(self._audio, self.settings.threshold_db)[offset:] if len(self._audio) >= FRAME else None
         window = self._audio[self._start - self._base :]
         if silent is None or not len(silent):
             return ([(0, len(window))] if len(window) else []), np.zeros(0, bool)
-        return segment_windows(window, self._cut, keep_silent=True, silent=silent), silent
+        ranges = segment_windows(window, self._cut, keep_silent=True, silent=silent)
+        sound = np.flatnonzero(~silent)
+        trailing = len(silent) - (sound[-1] + 1 if len(sound) else 0)
+        keep = round((self.settings.keep_before_seconds + self.settings.keep_after_seconds) * SAMPLE_RATE / FRAME)
+        if not final and trailing <= keep:
+            settled = (len(silent) - trailing) * FRAME
+            while len(ranges) > 1 and ranges[-1][0] >= settled:
+                ranges = ranges[:-2] + [(ranges[-2][0], ranges[-1][1])]
+        return ranges, silent
 
     def _apply(self, decode: _Decode, out: dict) -> list[StreamEvent]:
         """Commit what a decode's answer `out` ({"text", "words"}) settles."""
@@ -359,12 +370,16 @@ def feed_many(pairs: Sequence[tuple[Streamer, np.ndarray]]) -> list[list[StreamE
     return events
 
 
-def stream_wave(model, wave: np.ndarray, settings: StreamSettings = DEFAULT_STREAM_SETTINGS) -> Iterator[StreamEvent]:
-    """The events of a recording fed to a new stream a chunk at a time (a file streamed as it is
-    decoded), `finish()`'s last."""
+def stream_wave(
+    model, wave: np.ndarray, settings: StreamSettings = DEFAULT_STREAM_SETTINGS, piece_seconds: float = 0.1
+) -> Iterator[StreamEvent]:
+    """The events of a recording fed to a new stream in pieces of `piece_seconds` as fast as it
+    decodes (a file streamed as it is decoded: the decodes fall where they would live), `finish()`'s last."""
+    if not piece_seconds * SAMPLE_RATE >= 1:
+        raise ValueError(f"piece_seconds must be positive, got {piece_seconds}")
     stream = Streamer(model, settings)
     wave = _samples(wave)
-    step = stream._chunk
+    step = int(piece_seconds * SAMPLE_RATE)
     for i in range(0, len(wave), step):
         yield from stream.feed(wave[i : i + step])
     yield from stream.finish()

@@ -209,13 +209,17 @@ class SpeechLM(nn.Module):
         feats, mask = feats.to(device), mask.to(device)
         eot, pad = text.end_of_turn_id(self.tokenizer), self.tokenizer.pad_token_id
         was_training = self.training
-        self.eval()
+        # a switch walks every module (~5% of a short window's decode, which live streams run often)
+        switch = was_training or any(m.training for m in self.modules())
+        if switch:
+            self.eval()
         try:
             with self._autocast(device):
                 projected = self.encode_audio(feats, mask)
                 rows, stops = self._generate(waves, feats, mask, projected, max_new_tokens, num_beams, eot, given)
         finally:
-            self.train(was_training)
+            if switch:
+                self.train(was_training)
         cut = stops[1].cut if len(stops) > 1 else [None] * len(rows)
         hit = stops[0].hit if stops else [False] * len(rows)
         kept = [row[:c] if c is not None else row for row, c in zip(rows, cut)]

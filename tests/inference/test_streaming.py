@@ -144,7 +144,7 @@ def test_finish_commits_the_rest_and_ends_the_stream(model):
 def test_streams_decoded_as_one_batch_match_a_stream_alone(model):
     wave = _bursts((1.2, 0.1), (0.6, 0), (0.8, 0.1), seed=11)
     settings = StreamSettings(chunk_seconds=0.6)
-    alone = [e.text for e in stream_wave(model, wave, settings)]
+    alone = [e.text for e in stream_wave(model, wave, settings, piece_seconds=0.6)]
     pair = [Streamer(model, settings), Streamer(model, settings)]
     step = int(0.6 * SR)
     for i in range(0, len(wave), step):
