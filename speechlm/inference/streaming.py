@@ -169,6 +169,7 @@ class Streamer:
         self._start = 0  # stream sample where the window starts
         self._received = 0
         self._fresh = 0  # samples received since the last step
+        self._decoded = 0  # stream sample where the last decode's audio ended
         self._hypotheses: deque = deque(maxlen=self.settings.agreement)  # the last decodes' words after the committed
         self._window_words: list[dict] = []  # committed words heard in the window: the prefix of its decodes
         self.words: list[dict] = []
@@ -257,10 +258,14 @@ class Streamer:
                 return self._decode("close", cut)
             if self._received - start < self._min_samples:
                 return None
+            heard = silent[max(0, self._decoded - start) // FRAME :]
+            if not final and len(heard) and heard.all():
+                return None  # nothing but silence since the last decode: it would say the same
             return self._decode("close" if final else "agree", self._received)
         return None
 
     def _decode(self, kind: str, end: int) -> _Decode:
+        self._decoded = end
         wave = self._audio[self._start - self._base : end - self._base]
         return _Decode(kind, self._start, end, wave, " ".join(w["text"] for w in self._window_words))
 

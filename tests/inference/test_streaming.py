@@ -180,3 +180,17 @@ def test_a_pause_closes_the_window_at_once_not_at_the_next_chunk(model):
     cut = int(round(stream.window_start * SR))
     assert 1.0 < stream.window_start < events[0].seconds
     assert events[0].text == model.transcribe([wave[:cut]])[0]
+
+
+def test_silence_heard_since_the_last_decode_is_not_decoded_again(model):
+    """A pause too short yet to close the window (0.38 s, under the 0.4 s the cut keeps around speech):
+    the chunks that added only silence run no decode; finish() still decodes the window."""
+    wave = _bursts((1.0, 0.1), (0.38, 0), seed=6)
+    stream = Streamer(model, StreamSettings(chunk_seconds=0.1, agreement=100))
+    for i in range(0, len(wave), 1600):
+        stream.feed(wave[i : i + 1600])
+    chunks = len(wave) // 1600  # 13 full chunks: 10 of sound, 3 ending in the pause
+    assert stream.stats["closed"] == 0 and 10 <= stream.stats["decodes"] <= chunks - 1
+    decodes = stream.stats["decodes"]
+    assert stream.finish()[-1].text == transcribe_waves(model, [wave], batch_size=1)[0]  # the offline cut
+    assert stream.stats["decodes"] == decodes + 1
