@@ -12,7 +12,8 @@ The policy (settings: `StreamSettings`, a frozen object like `LongForm`):
   new audio it is decoded again, the words committed so far in it given as the start of the
   model's answer (`SpeechLM.transcribe(prefixes=...)`), so the model only goes on after them.
 - **LocalAgreement-n** (whisper_streaming's policy): the words the last `agreement` decodes agree
-  on (case and punctuation ignored), beyond what is committed, are committed.
+  on (case and punctuation ignored), beyond what is committed, are committed once heard to their
+  end (their sound ended `word_margin_seconds` before the audio decoded did).
 - **Pauses close the window.** The long-form cut (cut.py, `"segments"` with the stream's settings)
   finds the pauses in the window, its silence measured against the window and up to
   `context_seconds` of audio before it (the stream's loud level, not the window's), at every piece
@@ -60,6 +61,9 @@ from .stitch import sound_ends
 CHUNK_SECONDS = 1.0  # a decode per second of new audio (whisper_streaming's default step)
 AGREEMENT = 2  # LocalAgreement-2
 MAX_WINDOW_SECONDS = 15.0  # within the demo's training clips (at most 19-20 s)
+# a word is committed by agreement only once its sound ended this long before the audio decoded did:
+# a word the window cuts off ("an-" of "animal") can be heard alike twice, and wrong
+WORD_MARGIN_SECONDS = 0.2
 CONTEXT_SECONDS = 10.0  # audio before the window that sets the loud level silence is measured against
 
 
@@ -72,6 +76,7 @@ class StreamSettings:
     chunk_seconds: float = CHUNK_SECONDS
     agreement: int = AGREEMENT
     max_window_seconds: float = MAX_WINDOW_SECONDS
+    word_margin_seconds: float = WORD_MARGIN_SECONDS
     context_seconds: float = CONTEXT_SECONDS
     threshold_db: float = THRESHOLD_DB
     min_pause_seconds: float = MIN_PAUSE_SECONDS
@@ -88,6 +93,8 @@ class StreamSettings:
                 f"max_window_seconds must be more than chunk_seconds ({self.chunk_seconds}), "
                 f"got {self.max_window_seconds}"
             )
+        if not self.word_margin_seconds >= 0:
+            raise ValueError(f"word_margin_seconds must be >= 0, got {self.word_margin_seconds}")
         if not self.context_seconds >= 0:
             raise ValueError(f"context_seconds must be >= 0, got {self.context_seconds}")
         self.long_form()  # the pause fields, checked by LongForm under their own names
@@ -297,6 +304,7 @@ class Streamer:
         if decode.kind == "agree":
             self._hypotheses.append(new)
             n = agreed(self._hypotheses) if len(self._hypotheses) == self._hypotheses.maxlen else 0
+            n = min(n, _heard(new, decode.end / SAMPLE_RATE - self.settings.word_margin_seconds))
             new = new[:n]
             self.stats["agreed"] += n
             self._hypotheses = deque((h[n:] for h in self._hypotheses), maxlen=self._hypotheses.maxlen)
@@ -403,6 +411,12 @@ def _samples(piece) -> np.ndarray:
     if not np.isfinite(a).all():
         raise ValueError("audio holds NaN or infinite samples")
     return a
+
+
+def _heard(words: Sequence[dict], until: float) -> int:
+    """How many of `words`, from the start, end by `until` (stream seconds): heard to their end. An
+    unplaced word counts as heard (the aligner placed none of the answer: no time to go by)."""
+    return next((i for i, w in enumerate(words) if w["end"] is not None and w["end"] > until), len(words))
 
 
 def _all_silent(silent: np.ndarray, s: int, e: int) -> bool:
