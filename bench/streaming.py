@@ -180,12 +180,12 @@ def sustained(model, wave, refs, spans, settings, tick, counts, seconds, clock_k
                 "seconds": seconds,
                 "sentences": n_sent,
                 "first_word_p50": pct([x for f in firsts for x in f], 50),
-                "first_word_p90_worst": max(p90s),
+                "first_word_p90_worst": float(max(p90s)),
                 "word_p90": pct(every, 90),
                 "end_lag_worst": max(lags),
                 "busy": res[0]["busy"] / res[0]["clock"],
                 "retractions": sum(retractions(r["log"]) for r in res),
-                "keeps_up": all(p <= 3.0 for p in p90s) and max(lags) <= 3.0,
+                "keeps_up": bool(all(p <= 3.0 for p in p90s) and max(lags) <= 3.0),
             }
         )
         print(json.dumps(rows[-1]), flush=True)
