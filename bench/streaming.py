@@ -197,7 +197,7 @@ def main(argv=None):
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("--data", default="shards/demo")
     ap.add_argument("--minutes", type=float, default=3.0)
-    ap.add_argument("--chunks", type=float, nargs="+", default=[1.0])
+    ap.add_argument("--chunks", type=float, nargs="+", default=[0.5])
     ap.add_argument("--agreements", type=int, nargs="+", default=[2])
     ap.add_argument("--window", type=float, default=None, help="max_window_seconds (default: the settings')")
     ap.add_argument("--streams", type=int, nargs="*", default=[1, 2, 4, 8])
@@ -206,6 +206,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: process CPU time (use one thread)")
     ap.add_argument("--no-offline", action="store_true", help="skip the offline long-form WER (ratios left out)")
+    ap.add_argument("--no-single", action="store_true", help="skip the single-stream rows")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -223,7 +224,7 @@ def main(argv=None):
         print("offline long-form:", json.dumps(offline), flush=True)
     extra = {} if args.window is None else {"max_window_seconds": args.window}
     rows = []
-    for chunk in args.chunks:
+    for chunk in [] if args.no_single else args.chunks:
         for n in args.agreements:
             settings = StreamSettings(chunk_seconds=chunk, agreement=n, **extra)
             rows.append(single(model, wave, refs, spans, settings, args.tick, offline["wer"], args.clock))
