@@ -49,7 +49,7 @@ def test_settings_are_checked_by_name():
         ({"agreement": 0}, "agreement"),
         ({"agreement": 1.5}, "agreement"),
         ({"agreement": True}, "agreement"),
-        ({"max_window_seconds": 1.0}, "max_window_seconds"),
+        ({"max_window_seconds": 0.4}, "max_window_seconds"),  # not more than a chunk (0.5)
         ({"context_seconds": -1}, "context_seconds"),
         ({"word_margin_seconds": -0.1}, "word_margin_seconds"),
         ({"threshold_db": 0}, "threshold_db"),
@@ -218,13 +218,13 @@ def test_agreement_commits_only_words_heard_to_their_end(model):
     only once its sound ended `word_margin_seconds` before the audio decoded, so none whose sound
     runs on to the window's end (cut off) is committed before finish()."""
     wave = _bursts((2.5, 0.1), (0.2, 0), (0.5, 0.1), seed=8)
-    stream = Streamer(model, StreamSettings(chunk_seconds=0.25, agreement=1, word_margin_seconds=0.2))
+    stream = Streamer(model, StreamSettings(chunk_seconds=0.5, agreement=1, word_margin_seconds=0.2))
     events = []
-    for i in range(0, len(wave), 4000):
-        events += stream.feed(wave[i : i + 4000])
+    for i in range(0, len(wave), 8000):
+        events += stream.feed(wave[i : i + 8000])
     placed = [(e.seconds, w) for e in events for w in e.words if w["end"] is not None]
     assert placed and all(w["end"] <= seen - 0.2 + 1e-6 for seen, w in placed)
     # with no margin the same stream commits words that run on to the end of what it heard
-    eager = Streamer(model, StreamSettings(chunk_seconds=0.25, agreement=1, word_margin_seconds=0.0))
-    early = [(e.seconds, w) for i in range(0, len(wave), 4000) for e in eager.feed(wave[i : i + 4000]) for w in e.words]
+    eager = Streamer(model, StreamSettings(chunk_seconds=0.5, agreement=1, word_margin_seconds=0.0))
+    early = [(e.seconds, w) for i in range(0, len(wave), 8000) for e in eager.feed(wave[i : i + 8000]) for w in e.words]
     assert any(w["end"] is not None and w["end"] > seen - 0.2 for seen, w in early)
