@@ -9,8 +9,8 @@
 
 Modules: the long-form cut, numpy only and carried verbatim by the export (longform.py: `LongForm`,
 the settings; cut.py: the ranges; stitch.py: texts and times put back together; batching.py: every
-window of every clip as one sorted, batched job); streaming.py (live transcription: `Streamer`, its
-`StreamSettings` and `StreamEvent`s, numpy only like the long-form modules); transcribe.py (a
+window of every clip as one sorted, batched job); streaming.py (live transcription: `Streamer`;
+stream_settings.py: its `StreamSettings` and `StreamEvent`s; numpy only like the long-form modules); transcribe.py (a
 model's transcripts); args.py (the CLIs' long-form flags -> `LongForm`); load.py (`-m MODEL` -> a
 model); datasets.py and evaluation.py (test sets, WER, word-time scores).
 

@@ -197,20 +197,21 @@ def test_silence_heard_since_the_last_decode_is_not_decoded_again(model):
     assert stream.stats["decodes"] == decodes + 1
 
 
-def test_the_streaming_module_imports_only_numpy_the_standard_library_and_the_long_form_modules():
+def test_the_streaming_modules_import_only_numpy_the_standard_library_and_the_long_form_modules():
     """So the export can carry it verbatim beside them (speechlm.export.generate.VERBATIM)."""
     import ast
     import sys
     from pathlib import Path
 
-    from speechlm.inference import streaming
+    from speechlm.inference import stream_settings, streaming
 
-    for node in ast.walk(ast.parse(Path(streaming.__file__).read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            assert node.level == 1 and node.module in ("longform", "cut", "stitch"), node.module
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for n in [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]:
-                assert n.split(".")[0] in {"numpy", "__future__"} | set(sys.stdlib_module_names), n
+    for module in (streaming, stream_settings):
+        for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert node.level == 1 and node.module in ("longform", "cut", "stitch", "stream_settings"), node.module
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for n in [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]:
+                    assert n.split(".")[0] in {"numpy", "__future__"} | set(sys.stdlib_module_names), n
 
 
 def test_agreement_commits_only_words_heard_to_their_end(model):
