@@ -5,13 +5,15 @@
     transcribe_waves(model, waves, long_form=LongForm(strategy="pause"))
     transcribe_timed(model, waves)                        # + segments and word times (the CTC head)
     evaluate(model, "shards/demo", n=200)                 # corpus WER, worst clips, rows
+    stream = Streamer(model, StreamSettings())            # live: stream.feed(piece) -> committed text
 
 Modules: the long-form cut, numpy only and carried verbatim by the export (longform.py: `LongForm`,
 the settings; cut.py: the ranges; stitch.py: texts and times put back together; batching.py: every
-window of every clip as one sorted, batched job); transcribe.py (a model's transcripts); args.py
-(the CLIs' long-form flags -> `LongForm`); bases.py (`--base PART=PATH`, and the local bases a
-checkpoint's run trained on); load.py (`-m MODEL` -> a model); datasets.py and
-evaluation.py (test sets, WER, word-time scores).
+window of every clip as one sorted, batched job); streaming.py (live transcription: `Streamer`;
+stream_settings.py: its `StreamSettings` and `StreamEvent`s; numpy only like the long-form modules); transcribe.py (a
+model's transcripts); args.py (the CLIs' long-form flags -> `LongForm`); bases.py (`--base PART=PATH`, and the local
+bases a checkpoint's run trained on); load.py (`-m MODEL` -> a model); datasets.py and evaluation.py (test sets, WER,
+word-time scores).
 
 load.py, datasets.py and evaluation.py pull in the model stack and the data reader (torch,
 transformers): they are imported when one of their names is first used, so a CLI parses and checks
@@ -24,6 +26,14 @@ from speechlm.inference.args import add_long_form_args, check_max_seconds, long_
 from speechlm.inference.bases import add_base_args, bases_from_args, run_bases
 from speechlm.inference.longform import DEFAULT_LONG_FORM, SAMPLE_RATE, STRATEGIES, WINDOW_SECONDS, LongForm
 from speechlm.inference.stitch import timed_clip
+from speechlm.inference.streaming import (
+    DEFAULT_STREAM_SETTINGS,
+    Streamer,
+    StreamEvent,
+    StreamSettings,
+    feed_many,
+    stream_wave,
+)
 from speechlm.inference.transcribe import (
     MAX_SECONDS,
     batch_transcriber,
@@ -56,11 +66,15 @@ def __getattr__(name: str):
 
 __all__ = [
     "DEFAULT_LONG_FORM",
+    "DEFAULT_STREAM_SETTINGS",
     "MAX_SECONDS",
     "SAMPLE_RATE",
     "STRATEGIES",
     "WINDOW_SECONDS",
     "LongForm",
+    "StreamEvent",
+    "StreamSettings",
+    "Streamer",
     "add_base_args",
     "add_long_form_args",
     "bases_from_args",
@@ -70,6 +84,7 @@ __all__ = [
     "condition",
     "dataset_clips",
     "evaluate",
+    "feed_many",
     "load_clip",
     "load_model",
     "local_model",
@@ -77,6 +92,7 @@ __all__ = [
     "long_form_from_args",
     "resolve_model_dir",
     "run_bases",
+    "stream_wave",
     "timed_clip",
     "transcribe_files",
     "transcribe_timed",

@@ -82,7 +82,9 @@ def runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.nonzero(edges == 1)[0].tolist(), np.nonzero(edges == -1)[0].tolist()))
 
 
-def segment_windows(wave: np.ndarray, long_form: LongForm, keep_silent: bool = False) -> list[tuple[int, int]]:
+def segment_windows(
+    wave: np.ndarray, long_form: LongForm, keep_silent: bool = False, silent: np.ndarray | None = None
+) -> list[tuple[int, int]]:
     """(start, end) sample ranges of the speech in `wave`, cut in pauses, each at most `window_seconds`
     (the fields named here are `long_form`'s).
 
@@ -101,13 +103,19 @@ def segment_windows(wave: np.ndarray, long_form: LongForm, keep_silent: bool = F
 
     With `keep_silent=True` the ranges tile `wave` exactly (no gap, no overlap); by default the
     ranges made of nothing but silent frames are left out (silence between sentences is not
-    transcribed), so what remains is in order, disjoint, and misses only silence."""
+    transcribed), so what remains is in order, disjoint, and misses only silence.
+
+    `silent`: the frames' `silent_frames` when the caller measured them against more audio than `wave`
+    (a live stream's window, whose loud level is the stream's: streaming.py), one per whole frame."""
     lf = long_form
     max_len = int(lf.window_seconds * SAMPLE_RATE)
     n = len(wave) // FRAME
     if n == 0:
         return [(0, len(wave))]
-    silent = silent_frames(wave, lf.threshold_db)
+    if silent is None:
+        silent = silent_frames(wave, lf.threshold_db)
+    elif len(silent) != n:
+        raise ValueError(f"{len(silent)} silent flags for {n} frames")
     cuts = _pause_cuts(silent, lf.min_pause_seconds, lf.keep_before_seconds, lf.keep_after_seconds)
     if not cuts:
         return pause_windows(wave, lf.window_seconds)

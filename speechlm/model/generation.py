@@ -17,12 +17,22 @@ import torch
 from transformers import StoppingCriteria
 
 
-def token_budget(seconds: list[float], tokens_per_second: float, margin: int, ceiling: int) -> list[int]:
+def token_budget(
+    seconds: list[float], tokens_per_second: float, margin: int, ceiling: int, given: list[int] | None = None
+) -> list[int]:
     """New tokens allowed per clip: rate x duration + margin, capped by `ceiling`; a rate <= 0 gives
-    every clip the ceiling (the fixed cap of old)."""
+    every clip the ceiling (the fixed cap of old). `given`: per clip, the tokens of the answer a caller
+    already wrote (a prefix the model continues); they spend the budget as generated ones would, so an
+    answer is bounded alike with or without a prefix (at least one new token: the model may still
+    close the turn)."""
+    given = [0] * len(seconds) if given is None else given
+    if len(given) != len(seconds):
+        raise ValueError(f"{len(given)} prefix lengths for {len(seconds)} clips")
     if tokens_per_second <= 0:
-        return [ceiling] * len(seconds)
-    return [max(1, min(ceiling, math.ceil(tokens_per_second * s) + margin)) for s in seconds]
+        whole = [ceiling] * len(seconds)
+    else:
+        whole = [min(ceiling, math.ceil(tokens_per_second * s) + margin) for s in seconds]
+    return [max(1, w - g) for w, g in zip(whole, given)]
 
 
 def loop_at(tokens: list[int], max_ngram: int, min_repeats: int) -> tuple[int, int] | None:
@@ -62,7 +72,10 @@ class TokenBudget(StoppingCriteria):
 @dataclass
 class LoopStop(StoppingCriteria):
     """Stops a row whose new tokens end in a repeated n-gram loop; `cut[i]` is where row i's kept
-    text ends (one copy of the repeated unit), None for rows that never looped."""
+    new tokens end (one copy of the repeated unit), None for rows that never looped. `prefixes`: per
+    row, the answer tokens a caller gave before the new ones; a loop is looked for over both (a loop the
+    model goes on with is one), and the cut falls among the new tokens (0: none kept), never in the
+    given text."""
 
     batch: int
     max_ngram: int
@@ -70,9 +83,13 @@ class LoopStop(StoppingCriteria):
     eos_id: int
     start: int | None = None
     cut: list = field(default_factory=list)
+    prefixes: list | None = None
 
     def __post_init__(self):
         self.cut = [None] * self.batch
+        self.prefixes = [[] for _ in range(self.batch)] if self.prefixes is None else [list(p) for p in self.prefixes]
+        if len(self.prefixes) != self.batch:
+            raise ValueError(f"{len(self.prefixes)} prefixes for a batch of {self.batch}")
 
     def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
         if self.start is None:
@@ -85,9 +102,10 @@ class LoopStop(StoppingCriteria):
                 continue
             if self.eos_id in row:  # finished: what follows is padding, not a loop
                 continue
-            found = loop_at(row, self.max_ngram, self.min_repeats)
+            given = self.prefixes[i]
+            found = loop_at(given + row, self.max_ngram, self.min_repeats)
             if found is not None:
                 n, begin = found
-                self.cut[i] = begin + n
+                self.cut[i] = max(0, begin + n - len(given))
                 done[i] = True
         return done

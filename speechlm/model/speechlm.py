@@ -188,54 +188,88 @@ class SpeechLM(nn.Module):
         num_beams: int = 1,
         details: bool = False,
         timestamps: bool = False,
+        prefixes: list[str | list[int]] | None = None,
     ) -> list:
         """Texts for 16 kHz waves. With `details`, dicts that also say whether the token budget or the
         loop rule stopped each clip (speechlm.model.generation); with `timestamps`, dicts whose "words"
         give each word's start and end (seconds in the clip) and confidence, force-aligned on the CTC
-        head over the very frames the prompt was built from (speechlm.model.align)."""
+        head over the very frames the prompt was built from (speechlm.model.align).
+
+        `prefixes`: per clip, text the answer starts with (a live transcript's committed words), or its
+        token ids: the assistant turn opens with its tokens (text tokenized as training tokenizes a
+        transcript) and the model goes on after them. The text returned is the whole answer, prefix
+        included, and so are the "words" and "ids" (the answer's token ids, up to end-of-turn); "tokens"
+        counts the new ones. The prefix spends the clip's token budget and takes part in the loop rule
+        (`generation.token_budget`, `generation.LoopStop`)."""
+        if prefixes is not None and len(prefixes) != len(waves):
+            raise ValueError(f"{len(prefixes)} prefixes for {len(waves)} clips")
+        given = [self._prefix_ids(p) for p in prefixes] if prefixes is not None else [[] for _ in waves]
         device = next(self.projector.parameters()).device
         feats, mask = self.features(waves)
         feats, mask = feats.to(device), mask.to(device)
         eot, pad = text.end_of_turn_id(self.tokenizer), self.tokenizer.pad_token_id
         was_training = self.training
-        self.eval()
+        # a switch walks every module (~5% of a short window's decode, which live streams run often)
+        switch = was_training or any(m.training for m in self.modules())
+        if switch:
+            self.eval()
         try:
             with self._autocast(device):
                 projected = self.encode_audio(feats, mask)
-                rows, stops = self._generate(waves, feats, mask, projected, max_new_tokens, num_beams, eot)
+                rows, stops = self._generate(waves, feats, mask, projected, max_new_tokens, num_beams, eot, given)
         finally:
-            self.train(was_training)
+            if switch:
+                self.train(was_training)
         cut = stops[1].cut if len(stops) > 1 else [None] * len(rows)
         hit = stops[0].hit if stops else [False] * len(rows)
         kept = [row[:c] if c is not None else row for row, c in zip(rows, cut)]
-        texts = [self.tokenizer.decode(row, skip_special_tokens=True).strip() for row in kept]
+        n_new = [next((i for i, tok in enumerate(row) if tok in (eot, pad)), len(row)) for row in kept]
+        answers = [g + row[:n] for g, row, n in zip(given, kept, n_new)]
+        texts = [self.tokenizer.decode(row, skip_special_tokens=True).strip() for row in answers]
         if not (details or timestamps):
             return texts
-        n_new = [next((i for i, tok in enumerate(row) if tok in (eot, pad)), len(row)) for row in kept]
         out = [
-            {"text": t, "tokens": n, "capped": h, "loop": c is not None} for t, n, h, c in zip(texts, n_new, hit, cut)
+            {"text": t, "ids": a, "tokens": n, "capped": h, "loop": c is not None}
+            for t, a, n, h, c in zip(texts, answers, n_new, hit, cut)
         ]
         if timestamps:
-            for o, words in zip(out, self.word_times(projected, [row[:n] for row, n in zip(kept, n_new)])):
+            for o, words in zip(out, self.word_times(projected, answers)):
                 o["words"] = words
         return out
 
-    def _generate(self, waves, feats, mask, projected, max_new_tokens, num_beams, eot) -> tuple[list, list]:
-        """(new token rows, the stopping rules that ran): greedy or beam generation after each clip's prompt."""
+    def _prefix_ids(self, prefix) -> list[int]:
+        """The answer tokens of a prefix: ids as given, text as `text.target_ids` tokenizes a transcript
+        (without its end-of-turn)."""
+        if isinstance(prefix, str):
+            return list(self.tokenizer(prefix.strip(), add_special_tokens=False)["input_ids"]) if prefix.strip() else []
+        ids = [int(i) for i in prefix]
+        size = self._base_lm().get_input_embeddings().num_embeddings
+        bad = [i for i in ids if not 0 <= i < size or i == self.audio_token_id]
+        if bad:
+            raise ValueError(f"a prefix holds ids {bad[:5]} that are not text tokens of the decoder ({size} rows)")
+        return ids
+
+    def _generate(self, waves, feats, mask, projected, max_new_tokens, num_beams, eot, given) -> tuple[list, list]:
+        """(new token rows, the stopping rules that ran): greedy or beam generation after each clip's prompt
+        and the answer tokens `given` for it (a prefix, often none)."""
         prompts = [
-            text.prompt_ids(self.tokenizer, n, self.cfg.prompt, self.cfg.audio_token, self.cfg.system_prompt)
-            for n in projected[1].tolist()
+            text.prompt_ids(self.tokenizer, n, self.cfg.prompt, self.cfg.audio_token, self.cfg.system_prompt) + g
+            for n, g in zip(projected[1].tolist(), given)
         ]
         budgets = generation.token_budget(
             [len(w) / 16000 for w in waves],
             self.cfg.tokens_per_second,
             self.cfg.new_tokens_margin,
             max_new_tokens or self.cfg.max_new_tokens,
+            [len(g) for g in given],
         )
         # per-row rules see rows, so they run with greedy search; beams get the largest budget
         stops = [generation.TokenBudget(budgets, eot)] if num_beams == 1 else []
         if self.cfg.loop_max_ngram > 0 and num_beams == 1:
-            stops.append(generation.LoopStop(len(waves), self.cfg.loop_max_ngram, self.cfg.loop_min_repeats, eot))
+            loop = generation.LoopStop(
+                len(waves), self.cfg.loop_max_ngram, self.cfg.loop_min_repeats, eot, prefixes=given
+            )
+            stops.append(loop)
         width = max(map(len, prompts))
         pad = self.tokenizer.pad_token_id
         # left padding so every row's generation starts right after its prompt

@@ -64,3 +64,61 @@ def test_loop_rule_stops_and_keeps_one_copy(looping_model):
     m.cfg.loop_max_ngram = 0
     looping = m.transcribe(_waves(2.0), details=True)[0]
     assert (looping["loop"], looping["capped"], looping["tokens"]) == (False, True, 30)
+
+
+def test_a_prefix_spends_the_budget_and_takes_part_in_the_loop_rule_units():
+    assert token_budget([1.0, 3.2], 8.0, 8, 40, given=[5, 0]) == [11, 34]  # 16 - 5; 34
+    assert token_budget([10.0], 8.0, 8, 40, given=[38]) == [2]  # the ceiling bounds the whole answer
+    assert token_budget([1.0], 8.0, 8, 40, given=[30]) == [1]  # past the budget: one token, to close the turn
+    assert token_budget([1.0], 0, 8, 40, given=[10]) == [30]
+    with pytest.raises(ValueError, match="2 prefix lengths for 1 clips"):
+        token_budget([1.0], 8.0, 8, 40, given=[1, 2])
+
+
+def test_a_prefix_spends_the_token_budget_on_a_looping_decoder(looping_model):
+    m = looping_model
+    m.cfg.loop_max_ngram, m.cfg.tokens_per_second, m.cfg.new_tokens_margin = 0, 4.0, 2
+    out = m.transcribe(_waves(3.0, 3.0), details=True, prefixes=["", [100, 101, 102, 103, 104]])
+    # 14 tokens for 3 s whatever the prefix: 14 new, then 5 given + 9 new
+    assert [(o["capped"], o["tokens"], len(o["ids"])) for o in out] == [(True, 14, 14), (True, 9, 14)]
+    assert out[1]["ids"][:5] == [100, 101, 102, 103, 104]
+
+
+def test_a_loop_the_model_goes_on_with_from_its_prefix_is_cut_among_the_new_tokens(looping_model):
+    m = looping_model
+    m.cfg.tokens_per_second, m.cfg.loop_max_ngram, m.cfg.loop_min_repeats = 0, 4, 4
+    # the looping decoder repeats its last token: after three copies of 107 the first new one makes four
+    looped = m.transcribe(_waves(2.0), details=True, prefixes=[[100, 107, 107, 107]])[0]
+    assert (looped["loop"], looped["tokens"], looped["ids"]) == (True, 0, [100, 107, 107, 107])
+    # one given copy: the loop is found after three new ones, one copy kept (the given one)
+    once = m.transcribe(_waves(2.0), details=True, prefixes=[[100, 107]])[0]
+    assert (once["loop"], once["tokens"], once["ids"]) == (True, 0, [100, 107])
+    with pytest.raises(ValueError, match="2 prefixes for 1 clips"):
+        m.transcribe(_waves(1.0), prefixes=["a", "b"])
+    with pytest.raises(ValueError, match="not text tokens"):
+        m.transcribe(_waves(1.0), prefixes=[[10**7]])
+
+
+def test_generation_continues_a_prefix_of_its_own_answer_exactly():
+    """Greedy decoding after the first k tokens of its own answer, given as a prefix, is the same
+    answer: the prefix is read as the model's own turn, and the stop rules bound the whole answer.
+    fp32: under bf16 autocast a prefill and a step-by-step decode round differently, which flips
+    near-tied argmaxes of a random twin."""
+    from model_helpers import trained_looking, waves
+
+    m = trained_looking("tiny/whisper", "tiny/qwen3_5", bf16=False)
+    m.cfg.max_new_tokens = 12
+    clips = waves((16000 * 2, 16000), seed=3)
+    whole = m.transcribe(clips, details=True, timestamps=True)
+    assert [o["tokens"] for o in whole] == [12, 12]
+    for k in (1, 5):
+        got = m.transcribe(clips, details=True, timestamps=True, prefixes=[o["ids"][:k] for o in whole])
+        assert [g["ids"] for g in got] == [o["ids"] for o in whole]
+        assert [g["text"] for g in got] == [o["text"] for o in whole]
+        assert [g["tokens"] for g in got] == [12 - k, 12 - k]
+        assert [g["words"] for g in got] == [o["words"] for o in whole]  # the whole answer's words
+    # a text prefix is the answer's first tokens, tokenized as training tokenizes a transcript
+    text = "the quick brown fox"
+    out = m.transcribe(clips[:1], details=True, prefixes=[text])[0]
+    assert out["ids"][: len(m.tokenizer(text)["input_ids"])] == m.tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert out["text"].startswith(text) and out["tokens"] >= 1
