@@ -30,7 +30,7 @@ speaker), and for each `--thresholds` value how many pauses between sentences ge
 how many cuts fall inside a sentence's speech, and how much speech is left out as silence (lost).
 
 `--parts`: the whole test split of the built-in corpus (speech parts and non-speech clips, one clip at
-a time as `speechlm.eval` takes them) scored per part (`speechlm.by_part`) with each strategy, the
+a time as `speechlm.eval` takes them) scored per part (`speechlm.scoring.by_part`) with each strategy, the
 default cut's effect on ordinary evaluation.
 """
 
@@ -190,10 +190,11 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    from speechlm import inference, wer
+    from speechlm import inference
     from speechlm.inference.batching import transcribe_long
     from speechlm.inference.cut import windows
     from speechlm.inference.longform import LongForm
+    from speechlm.scoring import wer
 
     data = load_sentences(args.data)
     if args.cuts:
@@ -202,7 +203,7 @@ def main(argv=None):
             Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
         return
     if args.parts:
-        from speechlm import by_part
+        from speechlm.scoring import by_part
 
         model, rows = inference.load_model(args.model), []
         for strategy in args.strategies or longform.STRATEGIES:

@@ -25,7 +25,7 @@ EXAMPLES = """example:
 PANELS = {
     "loss": ("Loss", lambda k: k in ("train/loss", "eval/loss"), False),
     # training.eval_transcribe_clips: WER per part of the held-out split, and the share of
-    # non-speech transcribed as empty (speechlm.by_part), beside the loss
+    # non-speech transcribed as empty (speechlm.scoring.by_part), beside the loss
     "listening": (
         "Held-out WER per part; non-speech said empty",
         lambda k: k.startswith(("eval/wer", "eval/empty_share")),

@@ -194,7 +194,7 @@ def test_demo_import_finder_finds_every_form():
         "from speechlm.demo.grammar import VOCABULARY\n"
         "from ..demo import corpus\n"
         "from speechlm import democracy, wer\n"  # a name that only starts like it
-        "import speechlm.wer\n"
+        "import speechlm.scoring.wer\n"
         "def f():\n"
         "    from speechlm.demo import plugin  # inside a function counts too\n"
         "    import speechlm.demonstration\n"

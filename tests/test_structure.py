@@ -5,7 +5,7 @@ A function counts from its `def` line (decorators left out) to its last line; a 
 within its parent and on its own. A long one is split by what its parts do (issue 30).
 
 The mirror (tests/conftest.py's docstring): tests/<pkg>/ for speechlm/<pkg>, a test file directly
-in tests/ for a top-level module (tests/test_wer.py: speechlm/wer.py) or the whole package, one
+in tests/ for a top-level module (tests/test_text.py: speechlm/text.py) or the whole package, one
 basename per test file across the folders, and no __init__.py in a test folder."""
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ class TrainingConfig:
     # word timestamps are aligned on (speechlm.model.align); 0 turns it off
     ctc_weight: float = 0.3
     # at every evaluation after the CTC warm start, also transcribe this many clips of each eval set
-    # and log WER per part named in the clip ids (speechlm.by_part: eval/wer/<part>, eval/empty_share/<part>)
+    # and log WER per part named in the clip ids (speechlm.scoring.by_part: eval/wer/<part>, eval/empty_share/<part>)
     eval_transcribe_clips: int = 0
     # a grad norm above this is logged as a warning, except in the first steps of each phase (the CTC
     # warm start, the LM phase), where a fresh projector or fresh adapters have large ones by nature

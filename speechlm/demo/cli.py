@@ -27,9 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-from speechlm import by_part, pretrained, report, shard
+from speechlm import pretrained, report, shard
 from speechlm.config import REPO_ROOT, ConfigError, cli_errors, command_parser, load
 from speechlm.demo import listening
+from speechlm.scoring import by_part
 
 EXAMPLES = """examples:
   speechlm demo                                     # what `make demo` runs (about 15 min on 2 CPU cores)

@@ -2,7 +2,7 @@
 built-in espeak-ng corpora as shard source kinds, `synthetic` (grammar sentences, the listening
 corpus, non-speech clips) and `timed` (words with true times).
 
-The demo's eval parts need no registration: a clip's part is named in its id (speechlm.by_part).
+The demo's eval parts need no registration: a clip's part is named in its id (speechlm.scoring.by_part).
 """
 
 from speechlm.demo.synthetic_source import Synthetic

@@ -1,6 +1,6 @@
 """Corpus WER of a model on a test set (`evaluate`), as `speechlm eval` prints it and training logs it:
 every clip transcribed as `speechlm transcribe` would (the long-form cut, sorted batches), scored with
-speechlm.wer; with word times (the CTC head) when the set carries true ones or a word threshold is set.
+speechlm.scoring.wer; with word times (the CTC head) when the set carries true ones or a word threshold is set.
 
 A noisy or reverberant test condition (`condition`) is an eval option, never a training setting: noise
 mixed in at exactly X dB SNR (generated coloured noise, or clips from a folder) and/or a synthetic room
@@ -13,14 +13,15 @@ from __future__ import annotations
 import sys
 import time
 
-from speechlm import audio, wer
-from speechlm.boundaries import score_boundaries
+from speechlm import audio
 from speechlm.config import ConfigError
 from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
 from speechlm.data.augment import Augmenter, list_audio
 from speechlm.inference.datasets import dataset_clips
 from speechlm.inference.longform import DEFAULT_LONG_FORM, LongForm
 from speechlm.inference.transcribe import MAX_SECONDS, load_clip, transcribe_timed, transcribe_waves
+from speechlm.scoring import wer
+from speechlm.scoring.boundaries import score_boundaries
 
 CHUNK_CLIPS = 512  # clips decoded and sorted by length at a time: bounded memory, little padding
 

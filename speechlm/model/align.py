@@ -18,7 +18,7 @@ How the pieces plug in (none is wired into transcribe, eval, training or the exp
 - hallucination signal: `unsupported_share(words, threshold)` per clip.
 - subtitles: `speechlm.subtitles.to_srt / to_vtt (cues(words) or words)`, `to_json(words, text)`,
   `transformers_chunks(words)` (the pipeline's `chunks`); boundary error against a timed shard set's
-  `"words"` labels (kind timed; `Clips` batches carry them): `speechlm.boundaries.score_boundaries(ref,
+  `"words"` labels (kind timed; `Clips` batches carry them): `speechlm.scoring.boundaries.score_boundaries(ref,
   hyp)`, summed over clips, `.summary()` for medians and p90s.
 This module imports only the standard library, numpy and torch, so an export can carry it verbatim
 (speechlm.export.generate.VERBATIM) next to speechlm_text.py.

@@ -327,7 +327,7 @@ class Trainer:
         self.metrics.log(self.step, {"eval/loss": loss})
         self.last_eval = {"step": self.step, "loss": loss, "sets": [Path(d.path).name for d in self.cfg.data.eval]}
         self.metrics.line(f"eval step {self.step}: loss {loss:.4f} over {int(tot[1])} tokens")
-        # WER per part of the eval split (speechlm.by_part); not while the CTC warm start
+        # WER per part of the eval split (speechlm.scoring.by_part); not while the CTC warm start
         # runs: the adapters have not seen a transcript yet, so generation runs to its budget
         if self.t.eval_transcribe_clips > 0 and self.step > self.t.ctc_warmup_steps:
             from speechlm.train.transcribe_eval import transcribe_eval  # generation, only when asked for

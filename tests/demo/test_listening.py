@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from speechlm import by_part, text
 from speechlm import config as config_mod
+from speechlm import text
 from speechlm.config import Config, ConfigError
 from speechlm.demo import builtin, corpus, grammar, listening, nonspeech
+from speechlm.scoring import by_part
 from speechlm.shard import load_recipe
 
 SIZES = {

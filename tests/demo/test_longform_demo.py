@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from paths import REPO
-from speechlm import audio, wer
+from speechlm import audio
 from speechlm import inference as ev
 from speechlm.inference import long_form_for, transcribe_waves
 from speechlm.inference.cut import windows
+from speechlm.scoring import wer
 
 sys.path.insert(0, str(REPO / "bench"))
 from longform import recording  # noqa: E402  (bench/longform.py: the same recording it measures)

@@ -37,7 +37,7 @@ def test_whisper_tiny_en_transcribes_espeak_speech():
     from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
     from speechlm.demo.grammar import synthesize
-    from speechlm.wer import score
+    from speechlm.scoring.wer import score
 
     path = ids.resolve("offline/whisper-tiny.en")  # tiny.resolve hands offline/ ids on
     model = WhisperForConditionalGeneration.from_pretrained(path).eval()

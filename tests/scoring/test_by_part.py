@@ -1,4 +1,4 @@
-"""Scores by part (speechlm.by_part): a clip's part is named in its id (`<split>-<part>-`), a part of
+"""Scores by part (speechlm.scoring.by_part): a clip's part is named in its id (`<split>-<part>-`), a part of
 empty references is scored by the share transcribed as empty, any other by WER; any source may name
 parts this way, not only the demo's."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from speechlm import by_part, wer
+from speechlm.scoring import by_part, wer
 
 
 @pytest.mark.parametrize(

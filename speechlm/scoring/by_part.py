@@ -7,7 +7,7 @@ part `random` of the test split). A part name starts with a letter and holds let
 only, so `test-00012` names no part. Clips whose ids name no part are not scored by part.
 
 A part whose references are all empty (non-speech: silence, noise) is scored by the share of its
-clips transcribed as empty; every other part by corpus WER (speechlm.wer.score). Metrics for
+clips transcribed as empty; every other part by corpus WER (speechlm.scoring.wer.score). Metrics for
 metrics.jsonl: `eval/wer/<part>` and `eval/empty_share/<part>`. The trainer scores the eval split
 this way at every evaluation (`training.eval_transcribe_clips`); the demo, the test split.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from speechlm import wer
+from speechlm.scoring import wer
 
 
 def part_of(clip_id: str, split: str = "test") -> str | None:

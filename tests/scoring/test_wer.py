@@ -1,6 +1,6 @@
 import pytest
 
-from speechlm import wer
+from speechlm.scoring import wer
 
 
 def test_normalizer_effects_do_not_count_as_errors():

@@ -16,7 +16,7 @@ from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
 # British -> American spelling map from openai-whisper (MIT licence), shipped so that scoring works
 # offline exactly like Whisper's own normalizer.
-_SPELLING = Path(__file__).parent / "assets" / "whisper_english_spelling.json"
+_SPELLING = Path(__file__).parents[1] / "assets" / "whisper_english_spelling.json"
 
 
 @functools.lru_cache(maxsize=1)
