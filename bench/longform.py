@@ -14,7 +14,7 @@ never in training; clips with an empty reference, non-speech, left out), concate
 pauses of 0.3-1.0 s (seeded), ~3 minutes (tests/demo/test_longform_demo.py builds the same one from the
 demo's shards/demo). The baseline is
 the same sentences transcribed one by one; each long-form setting transcribes the whole recording
-(speechlm.inference.batching.transcribe_long, windows batched). Reported per setting: WER of the recording
+(speechlm.model.longform.batching.transcribe_long, windows batched). Reported per setting: WER of the recording
 against the joined references, its ratio to the per-sentence WER, and its deletions and
 insertions beside the per-sentence ones (words dropped or repeated at seams show up there).
 The recognizer is a speechlm model (-m) or Whisper tiny.en's own generate (an ASR that needs no
@@ -112,7 +112,7 @@ def cut_stats(data, thresholds, min_pause):
     speech, and seconds of speech in the ranges left out as silence (lost). A sentence's speech runs
     from its first to its last frame within 50 dB of its own loudest 5% (measured on the clean clip)."""
     from speechlm.inference import LongForm
-    from speechlm.inference.cut import frame_energy_db, segment_windows
+    from speechlm.model.longform.cut import frame_energy_db, segment_windows
 
     waves = [w for w, _ in data]
     gap = int(0.3 * SR)
@@ -159,7 +159,7 @@ def cut_stats(data, thresholds, min_pause):
 
 
 def main(argv=None):
-    from speechlm.inference import longform
+    from speechlm.model.longform import settings as longform
 
     ap = argparse.ArgumentParser()
     ap.add_argument("-m", "--model", default=None, help="a speechlm model (default: Whisper tiny.en)")
@@ -191,9 +191,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     from speechlm import inference
-    from speechlm.inference.batching import transcribe_long
-    from speechlm.inference.cut import windows
-    from speechlm.inference.longform import LongForm
+    from speechlm.model.longform.batching import transcribe_long
+    from speechlm.model.longform.cut import windows
+    from speechlm.model.longform.settings import LongForm
     from speechlm.scoring import wer
 
     data = load_sentences(args.data)

@@ -14,7 +14,7 @@ server, an exported model's `transcribe` and its pipeline. A bad clip gets a nam
 A clip shorter than the encoder's smallest input (one hop) is no error: the feature extractor pads it
 with silence (speechlm.model.encoders.base.LogMelFeatures) and it is transcribed as the silence it is.
 
-numpy and the standard library only: the export carries this file verbatim (speechlm.export.generate).
+numpy and the standard library only: the export carries this file verbatim (speechlm.model.folder.generate).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ def main(argv=None, prog: str = "python -m speechlm.export") -> None:
     add_base_args(ap)
     args = ap.parse_args(argv)
     bases = bases_from_args(args)
-    from speechlm.export import write_export  # as above
     from speechlm.inference import load_model  # the model stack (torch) once the arguments parse
+    from speechlm.model.folder import write_export  # as above
 
     print(write_export(load_model(args.model, bases), args.out, merge_lora=args.merge_lora))
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from speechlm.inference.args import add_long_form_args, check_max_seconds, long_form_from_args
 from speechlm.inference.bases import add_base_args, bases_from_args, run_bases
-from speechlm.inference.longform import DEFAULT_LONG_FORM, SAMPLE_RATE, STRATEGIES, WINDOW_SECONDS, LongForm
-from speechlm.inference.stitch import timed_clip
 from speechlm.inference.transcribe import (
     MAX_SECONDS,
     batch_transcriber,
@@ -34,6 +32,8 @@ from speechlm.inference.transcribe import (
     transcribe_timed,
     transcribe_waves,
 )
+from speechlm.model.longform.settings import DEFAULT_LONG_FORM, SAMPLE_RATE, STRATEGIES, WINDOW_SECONDS, LongForm
+from speechlm.model.longform.stitch import timed_clip
 
 # names of the modules that need the model stack, imported on first use (see above)
 _HEAVY = {

@@ -1,13 +1,13 @@
 """Where a model's local bases are: the `--base PART=PATH` flag of every command that takes `-m`
 (transcribe, eval, export, serve), and the run a checkpoint was trained in.
 
-A model folder names a base that was a local folder by its name and sha256 only (speechlm.model.io:
+A model folder names a base that was a local folder by its name and sha256 only (speechlm.model.folder.io:
 no path of the training machine is recorded in it). A checkpoint inside a run folder
 (`RUN/checkpoints/step-N/model`) finds such a base from the run's own resolved config, as the
 trainer recorded it (`step-N/trainer_state.json`, else `RUN/config.yaml`), so on the machine that
 trained it every checkpoint loads with no flag; elsewhere `--base decoder=PATH` (`encoder=PATH`)
 names the folder. Either way the base's sha256 is checked against the recorded one
-(speechlm.model.io.resolve_base). Light: argparse, json and yaml only, so a CLI checks its flags
+(speechlm.model.folder.io.resolve_base). Light: argparse, json and yaml only, so a CLI checks its flags
 before the model stack loads.
 """
 

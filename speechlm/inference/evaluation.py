@@ -18,8 +18,8 @@ from speechlm.config import ConfigError
 from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
 from speechlm.data.augment import Augmenter, list_audio
 from speechlm.inference.datasets import dataset_clips
-from speechlm.inference.longform import DEFAULT_LONG_FORM, LongForm
 from speechlm.inference.transcribe import MAX_SECONDS, load_clip, transcribe_timed, transcribe_waves
+from speechlm.model.longform.settings import DEFAULT_LONG_FORM, LongForm
 from speechlm.scoring import wer
 from speechlm.scoring.boundaries import score_boundaries
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from speechlm.config import ConfigError
 from speechlm.inference.bases import run_bases
 from speechlm.model import from_pretrained
-from speechlm.model.io import is_model_folder
+from speechlm.model.folder.io import is_model_folder
 from speechlm.train.checkpoint import checkpoint_at
 
 

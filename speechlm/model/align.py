@@ -21,7 +21,7 @@ How the pieces plug in (none is wired into transcribe, eval, training or the exp
   `"words"` labels (kind timed; `Clips` batches carry them): `speechlm.scoring.boundaries.score_boundaries(ref,
   hyp)`, summed over clips, `.summary()` for medians and p90s.
 This module imports only the standard library, numpy and torch, so an export can carry it verbatim
-(speechlm.export.generate.VERBATIM) next to speechlm_text.py.
+(speechlm.model.folder.generate.VERBATIM) next to speechlm_text.py.
 
 Why a Viterbi of our own rather than a package: torchaudio's `forced_align` does not import beside
 the CPU torch here (shared/README.md). `ctc-forced-aligner` 1.0.2 carries a custom non-OSI licence

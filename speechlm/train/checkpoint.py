@@ -191,7 +191,7 @@ def _self_export(model, path: str) -> None:
 
 class CheckpointManager:
     """`export(model, dir)` writes the model folder every checkpoint holds, loadable by speechlm and
-    transformers alike (pitfall 9): the trainer hands it speechlm.model.io.save_pretrained; by default a
+    transformers alike (pitfall 9): the trainer hands it speechlm.model.folder.io.save_pretrained; by default a
     model saves itself."""
 
     def __init__(self, run_dir: str | Path, save_total_limit: int | None = None, export=_self_export):

@@ -24,7 +24,7 @@ from speechlm.config import Config, ConfigError, TrainingConfig
 from speechlm.data.augment import Augmenter
 from speechlm.model.build import build_model, make_loss, trainable_parts
 from speechlm.model.encoders import family_for
-from speechlm.model.io import save_pretrained
+from speechlm.model.folder.io import save_pretrained
 from speechlm.model.kernels import log_kernels
 from speechlm.model.parts import preflight
 from speechlm.train import autobatch, init_from, optim, runfolder, sanity, step_stats

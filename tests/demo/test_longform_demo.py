@@ -22,7 +22,7 @@ from paths import REPO
 from speechlm import audio
 from speechlm import inference as ev
 from speechlm.inference import long_form_for, transcribe_waves
-from speechlm.inference.cut import windows
+from speechlm.model.longform.cut import windows
 from speechlm.scoring import wer
 
 sys.path.insert(0, str(REPO / "bench"))

@@ -204,7 +204,7 @@ def test_tiny_twins_give_words_in_the_recordings_clock(encoder):
 def test_an_export_can_carry_the_module_verbatim():
     import inspect
 
-    from speechlm.export.generate import check_imports
+    from speechlm.model.folder.generate import check_imports
 
     source = inspect.getsource(align)
     check_imports(source, "speechlm_align.py")  # the standard library, numpy and torch only

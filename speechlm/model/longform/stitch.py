@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .cut import runs, silent_frames
-from .longform import FRAME, SAMPLE_RATE, THRESHOLD_DB, WORD_GAP_SECONDS
+from .settings import FRAME, SAMPLE_RATE, THRESHOLD_DB, WORD_GAP_SECONDS
 
 
 def _norm(word: str) -> str:

@@ -1,4 +1,4 @@
-"""The transformers-native export (speechlm.export): built from each encoder family's tiny twin, it
+"""The transformers-native export (speechlm.model.folder): built from each encoder family's tiny twin, it
 loads with AutoModel and pipeline("automatic-speech-recognition") where speechlm can't be imported,
 and both routes give speechlm.transcribe's transcripts; the merged-LoRA export keeps the logits."""
 
@@ -12,9 +12,9 @@ import torch
 
 import nospeechlm
 from model_helpers import batch, trained_looking, waves
-from speechlm.export import generate, write_export
 from speechlm.inference import transcribe_files
 from speechlm.model import from_pretrained, save_pretrained
+from speechlm.model.folder import generate, write_export
 
 LOAD_BOTH_WAYS = """
 import json, sys
@@ -201,8 +201,8 @@ def test_the_card_states_clip_counts_non_speech_parts_and_a_derived_licence(tmp_
     share said empty (not a WER); the licence derived from the bases' own cards where they declare one."""
     import shutil
 
-    from speechlm.export.card import licence
     from speechlm.model import ids
+    from speechlm.model.folder.card import licence
 
     bases = {}
     for part, tiny, lic in (("encoder", "tiny/whisper", "apache-2.0"), ("decoder", "tiny/qwen3_5", "mit")):

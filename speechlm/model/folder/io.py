@@ -24,8 +24,9 @@ from transformers import PretrainedConfig
 
 from speechlm import text
 from speechlm.config import ConfigError, ModelConfig, build
-from speechlm.export.files import AUTO_MAP, CUSTOM_PIPELINES, finish_folder
-from speechlm.model import encoders, folder, ids, parts
+from speechlm.model import encoders, ids, parts
+from speechlm.model.folder import layout
+from speechlm.model.folder.files import AUTO_MAP, CUSTOM_PIPELINES, finish_folder
 from speechlm.model.hfconfig import text_config
 
 
@@ -88,11 +89,11 @@ _HASHES: dict[tuple, str] = {}
 
 
 def _sha256(path: str) -> str:
-    """folder.weights_sha256, once per process for unchanged files (a checkpoint save must not re-read GBs)."""
+    """layout.weights_sha256, once per process for unchanged files (a checkpoint save must not re-read GBs)."""
     stamp = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(Path(path).iterdir()))
     key = (str(Path(path).resolve()), stamp)
     if key not in _HASHES:
-        _HASHES[key] = folder.weights_sha256(path)
+        _HASHES[key] = layout.weights_sha256(path)
     return _HASHES[key]
 
 
@@ -143,7 +144,7 @@ def resolve_base(ref: dict, part: str, where, given: str | None = None) -> str:
     """What `from_pretrained` loads for a recorded base: the folder's own sub-folder, a path the
     caller gives (`bases={part: path}`), a speechlm id's cache folder, or the Hub id. A hash that
     does not match is a ConfigError: those are not the weights the folder was trained on."""
-    inside = folder.base_in_folder(where, ref)
+    inside = layout.base_in_folder(where, ref)
     if inside is not None:
         return inside
     path = given
@@ -247,12 +248,12 @@ def save_pretrained(model, path, *, self_contained: bool = False, merge_lora: bo
     weights = {"projector." + k: v for k, v in proj.items()}
     if embed is not None:
         weights["embed_tokens.weight"] = embed
-    save_file(weights, out / folder.WEIGHTS, metadata={"format": "pt"})
+    save_file(weights, out / layout.WEIGHTS, metadata={"format": "pt"})
     if adapter is not None:
-        model.decoder.save_pretrained(out / folder.ADAPTER, state_dict=adapter, save_embedding_layers=False)
-        _scrub_adapter_config(out / folder.ADAPTER / "adapter_config.json", refs["decoder"])
+        model.decoder.save_pretrained(out / layout.ADAPTER, state_dict=adapter, save_embedding_layers=False)
+        _scrub_adapter_config(out / layout.ADAPTER / "adapter_config.json", refs["decoder"])
         # peft's card names the base by the path it was loaded from; the folder's README.md is the card
-        (out / folder.ADAPTER / "README.md").unlink(missing_ok=True)
+        (out / layout.ADAPTER / "README.md").unlink(missing_ok=True)
     if enc_state is not None:
         model.encoder.save_pretrained(out / "encoder", state_dict=enc_state)
         _scrub_config_file(out / "encoder" / "config.json", refs["encoder"]["id"])
@@ -266,6 +267,12 @@ def save_pretrained(model, path, *, self_contained: bool = False, merge_lora: bo
     _write_config(model, out, refs, merge_lora)
     finish_folder(model, out, {**(card or {}), "bases": refs}, merged=merge_lora)
     return out
+
+
+def write_export(model, out, merge_lora: bool = False, card: dict | None = None) -> Path:
+    """The self-contained folder of `model`, what a run hands its user (every rank calls it under ZeRO-3;
+    rank 0 writes): save_pretrained with the bases' weights inside; `merge_lora` merges the adapter."""
+    return save_pretrained(model, out, self_contained=True, merge_lora=merge_lora, card=card)
 
 
 def _scrub_adapter_config(path: Path, ref: dict) -> None:
@@ -286,7 +293,7 @@ def _write_config(model, out: Path, refs: dict, merged: bool) -> None:
     trainable = dict(model.trainable, lora=bool(model.trainable.get("lora")) and not merged)
     config = {
         "model_type": "speechlm",
-        "format": folder.FORMAT,
+        "format": layout.FORMAT,
         "architectures": ["SpeechLMForASR"],
         "auto_map": AUTO_MAP,
         "custom_pipelines": CUSTOM_PIPELINES,
@@ -304,7 +311,7 @@ def _write_config(model, out: Path, refs: dict, merged: bool) -> None:
         "calibration": model.calibration,
         "transformers_version": __import__("transformers").__version__,
     }
-    (out / folder.CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+    (out / layout.CONFIG).write_text(json.dumps(config, indent=2) + "\n")
 
 
 # --------------------------------------------------------------------------- reading
@@ -315,7 +322,7 @@ def from_pretrained(path, device=None, trust_remote_code: bool = False, bases: d
     `bases`: {"encoder"|"decoder": local folder} for bases recorded as local models."""
     path = Path(path)
     try:
-        cfg = folder.read_config(path)
+        cfg = layout.read_config(path)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     bases = bases or {}
@@ -332,7 +339,7 @@ def from_pretrained(path, device=None, trust_remote_code: bool = False, bases: d
     encoder = parts.load_encoder(family, enc_src, dtype)
     decoder = parts.load_decoder(dec_src, dtype, parts.attn_implementation("auto"), mcfg.trust_remote_code)
     tokenizer = text.load_tokenizer(str(path), mcfg.audio_token, config=PretrainedConfig.from_dict(cfg))
-    model = folder.assemble_folder_model(path, cfg, mcfg, encoder, decoder, tokenizer, family, None)
+    model = layout.assemble_folder_model(path, cfg, mcfg, encoder, decoder, tokenizer, family, None)
     # what a re-save records: the same bases (a base this folder carried is its origin again)
     model.bases = {k: {f: v for f, v in ref.items() if f != "folder"} for k, ref in cfg["bases"].items()}
     if device is not None:
@@ -341,8 +348,8 @@ def from_pretrained(path, device=None, trust_remote_code: bool = False, bases: d
 
 
 def is_model_folder(path) -> bool:
-    p = Path(path) / folder.CONFIG
+    p = Path(path) / layout.CONFIG
     return p.is_file() and '"model_type": "speechlm"' in p.read_text()
 
 
-__all__ = ["base_ref", "from_pretrained", "is_model_folder", "resolve_base", "save_pretrained"]
+__all__ = ["base_ref", "from_pretrained", "is_model_folder", "resolve_base", "save_pretrained", "write_export"]

@@ -12,11 +12,11 @@ import pytest
 
 from speechlm.config import ConfigError
 from speechlm.inference import add_long_form_args, long_form_from_args
-from speechlm.inference import longform as lf_mod
-from speechlm.inference.batching import transcribe_long
-from speechlm.inference.cut import overlap_windows, pause_windows, runs, segment_windows, silent_frames
-from speechlm.inference.longform import LongForm
-from speechlm.inference.stitch import merge_seam, sound_ends, timed_clip
+from speechlm.model.longform import settings as lf_mod
+from speechlm.model.longform.batching import transcribe_long
+from speechlm.model.longform.cut import overlap_windows, pause_windows, runs, segment_windows, silent_frames
+from speechlm.model.longform.settings import LongForm
+from speechlm.model.longform.stitch import merge_seam, sound_ends, timed_clip
 
 SR = 16000
 
@@ -332,14 +332,14 @@ def test_flags_become_one_long_form_and_a_bad_value_names_its_flag():
             long_form_from_args(_flags(*argv))
 
 
-LONG_FORM_MODULES = ["longform", "cut", "stitch", "batching"]
+LONG_FORM_MODULES = ["settings", "cut", "stitch", "batching"]
 
 
 def test_the_long_form_modules_import_only_numpy_the_standard_library_and_each_other():
-    """The export copies them verbatim (speechlm.export.generate.VERBATIM), beside transformers alone."""
-    from speechlm.export.generate import VERBATIM
+    """The export copies them verbatim (speechlm.model.folder.generate.VERBATIM), beside transformers alone."""
+    from speechlm.model.folder.generate import VERBATIM
 
-    assert {f"speechlm.inference.{m}" for m in LONG_FORM_MODULES} <= set(VERBATIM.values())
+    assert {f"speechlm.model.longform.{m}" for m in LONG_FORM_MODULES} <= set(VERBATIM.values())
     folder = Path(lf_mod.__file__).parent
     for m in LONG_FORM_MODULES:
         for node in ast.walk(ast.parse((folder / f"{m}.py").read_text())):

@@ -17,7 +17,7 @@ names a sub-folder of this folder that holds the weights; else `id` is a Hub id 
 speechlm id (`tiny/...`, `offline/...`) or the name of a local model, with the `sha256` of its weight files.
 No path of the machine that wrote the folder is ever recorded.
 
-This module is modelling layer: it is carried into an exported folder (speechlm.export.generate), so
+This module is modelling layer: it is carried into an exported folder (speechlm.model.folder.generate), so
 speechlm and transformers' `AutoModel` read a folder with this same code; each brings only its own way
 of fetching a base (speechlm: its ids and cache, with hashes checked; transformers: the Hub).
 """
@@ -31,8 +31,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from .projector import Projector
-from .speechlm import SpeechLM
+from ..projector import Projector
+from ..speechlm import SpeechLM
 
 FORMAT = 2
 CONFIG = "config.json"

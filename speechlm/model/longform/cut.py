@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .longform import FRAME, MIN_SOUND_SECONDS, SAMPLE_RATE, LongForm
+from .settings import FRAME, MIN_SOUND_SECONDS, SAMPLE_RATE, LongForm
 
 
 def frame_energy_db(wave: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .cut import clip_spans
-from .longform import DEFAULT_LONG_FORM, FRAME, LongForm
+from .settings import DEFAULT_LONG_FORM, FRAME, LongForm
 from .stitch import join
 
 

@@ -1,6 +1,6 @@
 """The transformers side of a model folder: its code, its feature extractor's config and its card.
 
-`speechlm.model.io.save_pretrained` writes the weights and config.json, then calls `finish_folder`, so
+`speechlm.model.folder.io.save_pretrained` writes the weights and config.json, then calls `finish_folder`, so
 every folder (a checkpoint's and a self-contained one) loads with `AutoModel` / `pipeline` and
 `trust_remote_code=True`.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from speechlm.export.card import write_card
-from speechlm.export.generate import write_remote_files
+from speechlm.model.folder.card import write_card
+from speechlm.model.folder.generate import write_remote_files
 
 AUTO_MAP = {
     "AutoConfig": "configuration_speechlm.SpeechLMConfig",

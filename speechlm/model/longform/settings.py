@@ -15,7 +15,7 @@ Three ways to cut (`docs/benchmarks.md` compares them on concatenated espeak-ng 
 
 The long-form modules (this one, cut.py, stitch.py, batching.py) need only numpy and the standard
 library: the exported model's pipeline runs these very files (copied into the export folder by
-speechlm.export.generate's VERBATIM table), so `transformers.pipeline` and `speechlm transcribe` cut alike.
+speechlm.model.folder.generate's VERBATIM table), so `transformers.pipeline` and `speechlm transcribe` cut alike.
 """
 
 from __future__ import annotations
