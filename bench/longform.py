@@ -67,7 +67,7 @@ def recording(waves: list[np.ndarray], texts: list[str], seconds: float, seed: i
 def whisper_recognizer(model_id: str):
     from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
-    from speechlm import pretrained
+    from speechlm.model import pretrained
 
     path = pretrained.resolve(model_id)
     proc = WhisperProcessor.from_pretrained(path)

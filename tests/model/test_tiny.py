@@ -5,9 +5,8 @@ import hashlib
 import pytest
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GraniteSpeech5Encoder
 
-from speechlm import tiny
 from speechlm.cache import cache_root
-from speechlm.model import ids
+from speechlm.model import ids, tiny
 
 
 def _digest(d):

