@@ -17,6 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
+from speechlm import runs
 from speechlm.config import ConfigError
 
 PARTS = ("encoder", "decoder")
@@ -57,9 +58,9 @@ def _run_config(model_folder: Path) -> tuple[dict, Path] | None:
     or None when the folder is not one (an export, a final folder)."""
     step = model_folder.parent
     run = step.parent.parent
-    if model_folder.name != "model" or step.parent.name != "checkpoints":
+    if model_folder.name != runs.MODEL or step.parent.name != runs.CHECKPOINTS:
         return None
-    state = step / "trainer_state.json"
+    state = step / runs.STATE
     if state.is_file():
         try:
             cfg = json.loads(state.read_text()).get("config")
@@ -67,11 +68,11 @@ def _run_config(model_folder: Path) -> tuple[dict, Path] | None:
             cfg = None
         if isinstance(cfg, dict):
             return cfg, run
-    if (run / "config.yaml").is_file():
+    if (run / runs.CONFIG).is_file():
         import yaml
 
         try:
-            cfg = yaml.safe_load((run / "config.yaml").read_text())
+            cfg = yaml.safe_load((run / runs.CONFIG).read_text())
         except (OSError, yaml.YAMLError):
             return None
         return (cfg, run) if isinstance(cfg, dict) else None
