@@ -12,7 +12,7 @@ from speechlm.config import REPO_ROOT, Config, ConfigError, origin_of
 from speechlm.data import Collator, EvalLoader, TrainLoader
 from speechlm.data.limits import check_sets_for_encoder
 from speechlm.data.remote import is_url
-from speechlm.model import ids
+from speechlm.model import encoders, ids
 
 log = logging.getLogger("speechlm.train")
 
@@ -90,7 +90,10 @@ def make_loaders(cfg: Config, model, rank: int, world: int):
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
         tokenizer = text.load_tokenizer(ids.resolve(cfg.model.text_model_id), cfg.model.audio_token)
-    collator = Collator.from_config(cfg, tokenizer, family=getattr(model, "family", None))  # resolved once per run
+    family = getattr(model, "family", None) or encoders.family_for(
+        cfg.model.audio_model_id, cfg.model.trust_remote_code
+    )
+    collator = Collator.from_config(cfg, tokenizer, family=family)  # resolved once per run
     train = TrainLoader.from_config(cfg, collator, rank=rank, world_size=world)
     ev = EvalLoader.from_config(cfg, collator, rank=rank, world_size=world) if cfg.data.eval else None
     return train, ev
