@@ -22,7 +22,7 @@ training here; windows of at most 30 s). `"segments"` runs once per --merge x --
 --keep-before x --keep-after setting (seconds of silence kept before and after speech), at the default
 window (20 s, at most the recognizer's limit; --segments-window);
 `--singles-default` adds the one-by-one sentences transcribed through the default strategy (what
-`speechlm.eval` and `speechlm.transcribe` now do to short clips).
+`speechlm eval` and `speechlm transcribe` now do to short clips).
 
 `--cuts` needs no model: the test sentences joined with the shortest pause (0.3 s), at full level,
 at 1/100 of it, with white noise floors, and with every other sentence quieter (a second, quieter
@@ -30,7 +30,7 @@ speaker), and for each `--thresholds` value how many pauses between sentences ge
 how many cuts fall inside a sentence's speech, and how much speech is left out as silence (lost).
 
 `--parts`: the whole test split of the built-in corpus (speech parts and non-speech clips, one clip at
-a time as `speechlm.eval` takes them) scored per part (`speechlm.scoring.by_part`) with each strategy, the
+a time as `speechlm eval` takes them) scored per part (`speechlm.scoring.by_part`) with each strategy, the
 default cut's effect on ordinary evaluation.
 """
 
@@ -185,7 +185,7 @@ def main(argv=None):
     ap.add_argument("--strategies", nargs="+", default=None, help="default: all (speechlm.inference.STRATEGIES)")
     ap.add_argument("--singles-default", action="store_true", help="also: one by one through the default strategy")
     ap.add_argument("--cuts", action="store_true", help="no model: where the segments cuts fall (see above)")
-    ap.add_argument("--parts", action="store_true", help="the test split's parts through speechlm.eval, per strategy")
+    ap.add_argument("--parts", action="store_true", help="the test split's parts through `speechlm eval`, per strategy")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)

@@ -189,7 +189,7 @@ def demo_imports(source: str, module: str, is_pkg: bool = False) -> list[tuple[i
 
 def test_demo_import_finder_finds_every_form():
     src = (
-        "import speechlm.demo.cli\n"
+        "import speechlm.demo.stages\n"
         "from speechlm import demo, wer\n"
         "from speechlm.demo.grammar import VOCABULARY\n"
         "from ..demo import corpus\n"
@@ -200,7 +200,7 @@ def test_demo_import_finder_finds_every_form():
         "    import speechlm.demonstration\n"
     )
     assert demo_imports(src, "speechlm.shard.schema") == [
-        (1, "speechlm.demo.cli"),
+        (1, "speechlm.demo.stages"),
         (2, "speechlm.demo"),
         (3, "speechlm.demo.grammar"),
         (4, "speechlm.demo"),
@@ -211,28 +211,72 @@ def test_demo_import_finder_finds_every_form():
 
 
 def test_the_core_never_imports_the_demo():
-    """speechlm/demo/ plugs in through its entry point; no module outside it imports it."""
+    """speechlm/demo/ plugs in through its entry point; no module outside it imports it but its command
+    (speechlm/commands/demo.py: the commands sit above every layer, the demo too)."""
     bad = []
     for m, path in sorted(_modules().items()):
-        if m == DEMO or m.startswith(DEMO + "."):
+        if m == DEMO or m.startswith(DEMO + ".") or m == "speechlm.commands.demo":
             continue
         for line, name in demo_imports(path.read_text(), m, path.name == "__init__.py"):
             bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {name}")
     assert not bad, "the core imports the demo (register through speechlm.plugins instead):\n" + "\n".join(bad)
 
 
-def test_no_module_imports_a_command_line_module():
-    """The trainer, the server and the library call `speechlm.inference` and the like, never a CLI: a
-    subcommand's own module (a plain module in speechlm.cli.COMMANDS, not a package's __init__) is
-    imported only by a `__main__` that runs it. speechlm.report is a library with a main (the demo
-    draws its plots with report.write_plots), like the packages whose __init__ holds their main."""
-    from speechlm.cli import COMMANDS
+COMMANDS_PKG = "speechlm.commands"
+# `python -m speechlm.X` where README and docs name it: an alias module that runs its command by name,
+# exactly as `python -m` runs a module (speechlm/commands/X.py), and nothing else
+ALIAS = 'runpy.run_module("speechlm.commands.{name}", run_name="__main__", alter_sys=True)'
 
-    modules = _modules()
-    clis = {m for m, _ in COMMANDS.values() if modules[m].name != "__init__.py"} - {"speechlm.report"}
-    assert {"speechlm.eval", "speechlm.transcribe", "speechlm.demo.cli"} <= clis
+
+def _alias_of(path: Path) -> str | None:
+    """The command a module is an alias of (its body: a docstring, `import runpy`, ALIAS), else None."""
+    body = ast.parse(path.read_text()).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 2 or ast.unparse(body[0]) != "import runpy":
+        return None
+    call = ast.unparse(body[1])
+    name = call.removeprefix("runpy.run_module('speechlm.commands.").split("'", 1)[0]
+    return name if call == ALIAS.format(name=name).replace('"', "'") else None
+
+
+def test_every_subcommand_is_one_module_in_commands():
+    from speechlm.commands import COMMANDS
+
+    here = {p.stem for p in (PACKAGE / "commands").glob("*.py")} - {"__init__"}
+    assert here == set(COMMANDS), f"speechlm/commands/ holds {sorted(here)}, the command knows {sorted(COMMANDS)}"
+    for name in COMMANDS:
+        tree = ast.parse((PACKAGE / "commands" / f"{name}.py").read_text())
+        assert "main" in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}, name
+
+
+def test_python_m_aliases_only_run_their_command():
+    """Each `__main__.py` below the commands, and each module that imports runpy, is an alias: three lines."""
+    from speechlm.commands import COMMANDS
+
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] == "commands" or rel == Path("__main__.py"):
+            continue
+        if path.name == "__main__.py" or "runpy" in path.read_text():
+            name = _alias_of(path)
+            assert name in COMMANDS, f"speechlm/{rel}: not an alias of a command ({ALIAS})"
+            found[str(rel)] = name
+    assert found["eval.py"] == "eval" and found["serve/__main__.py"] == "serve"
+
+
+def test_no_library_module_imports_a_command():
+    """The trainer, the server and the library call speechlm.inference and the like, never a command:
+    only the commands themselves (and `python -m speechlm`, the console script's twin) import one."""
     edges, inner = import_graph()
     for m, t, _, _ in inner:
         edges[m].add(t)
-    found = sorted(f"{m} imports {t}" for m, ts in edges.items() for t in ts & clis if not m.endswith("__main__"))
+    found = sorted(
+        f"{m} imports {t}"
+        for m, ts in edges.items()
+        for t in ts
+        if (t == COMMANDS_PKG or t.startswith(COMMANDS_PKG + "."))
+        and not (m == COMMANDS_PKG or m.startswith(COMMANDS_PKG + ".") or m == "speechlm.__main__")
+    )
     assert not found, found

@@ -1,6 +1,6 @@
 """The transformers-native export (speechlm.model.folder): built from each encoder family's tiny twin, it
 loads with AutoModel and pipeline("automatic-speech-recognition") where speechlm can't be imported,
-and both routes give speechlm.transcribe's transcripts; the merged-LoRA export keeps the logits."""
+and both routes give `speechlm transcribe`'s transcripts; the merged-LoRA export keeps the logits."""
 
 import copy
 import json
@@ -85,7 +85,7 @@ def test_generated_code_is_speechlms_own_and_imports_nothing_else():
 def test_export_loads_without_speechlm_and_transcribes_like_speechlm(tmp_path, nospeechlm_python, encoder, decoder):
     live = _trained_looking(encoder, decoder)
     save_pretrained(live, tmp_path / "native")
-    model = from_pretrained(tmp_path / "native")  # what speechlm.transcribe runs
+    model = from_pretrained(tmp_path / "native")  # what `speechlm transcribe` runs
     rng = np.random.default_rng(1)
     paths = []
     # a short clip, a longer one, one past the 20 s window (cut at a pause into two windows), and one of

@@ -33,7 +33,7 @@ METRICS = {"wer": "WER", "empty_share": "said empty"}  # by_part's scores: WER, 
 
 
 def eval_rows(info: dict) -> list[dict]:
-    """{"dataset", "clips", "metric" ("wer" | "empty_share"), "value" (%)} rows: speechlm.eval results
+    """{"dataset", "clips", "metric" ("wer" | "empty_share"), "value" (%)} rows: `speechlm eval` results
     given in `eval`, then the run's last in-training eval (`training_eval`: WER per eval set, per part
     where the set has parts; a non-speech part by the share of its clips said empty), each with the
     number of clips it was measured on where the run recorded it (`eval/clips/<part>`)."""
@@ -95,7 +95,7 @@ def _model_index(name: str, rows: list[dict]) -> list[str]:
 
 def render(model, info: dict, merged: bool = False) -> str:
     """`info` may hold: name, repo, bases (the folder's base references), recipe (dict of settings worth
-    stating), data (list of {"name", ...}), eval (speechlm.eval results), training_eval (the run's last
+    stating), data (list of {"name", ...}), eval (`speechlm eval` results), training_eval (the run's last
     eval: loss, scores), steps, license (else derived from the bases', `licence`)."""
     cfg = model.cfg
     bases = info.get("bases") or {"encoder": {"id": cfg.audio_model_id}, "decoder": {"id": cfg.text_model_id}}

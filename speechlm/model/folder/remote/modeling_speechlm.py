@@ -114,7 +114,7 @@ class SpeechLMForASR(PreTrainedModel):
         long_form: LongForm = DEFAULT_LONG_FORM,
         **settings,
     ) -> list:
-        """16 kHz mono float clips of any length -> transcripts, exactly as `speechlm.transcribe` does
+        """16 kHz mono float clips of any length -> transcripts, exactly as `speechlm transcribe` does
         (the same cut, speechlm_longform.py: by default at every pause, silence left out). `long_form`,
         or its fields as keywords (`strategy="pause"`, `window_seconds=30`, ...), says how long audio is
         cut; the window is at most the encoder's limit. With `timestamps`, per clip {"text", "segments",

@@ -7,7 +7,7 @@
     asr("talk.flac", return_timestamps=True)["chunks"]    # the same for the long-form cut's segments
 
 Audio of any length: cut at its pauses into segments of speech, silence left out, none longer than
-the window (speechlm_longform.py, the module speechlm.transcribe uses, with its defaults; the keywords
+the window (speechlm_longform.py, the module `speechlm transcribe` uses, with its defaults; the keywords
 `strategy`, `window_seconds`, `threshold_db`, `min_pause_seconds`, `merge_seconds` and the other fields
 of its `LongForm` change them).
 Files are decoded with soundfile; other sample rates resampled with soxr (both optional: pass 16 kHz

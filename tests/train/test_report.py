@@ -3,7 +3,7 @@ import math
 import subprocess
 import sys
 
-from speechlm import report
+from speechlm.train import plots as report
 
 
 def _fake_run(tmp_path, rows):

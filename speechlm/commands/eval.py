@@ -6,7 +6,7 @@
 
 MODEL_DIR is an exported model (`checkpoints/step-N/model`), a checkpoint `step-N`, a run folder
 (its latest checkpoint), or a Hub id.
-Clips are cut as `speechlm.transcribe` cuts them (`--long-form`, `--window-seconds`, `--threshold-db`,
+Clips are cut as `speechlm transcribe` cuts them (`--long-form`, `--window-seconds`, `--threshold-db`,
 `--min-pause-seconds`, `--merge-seconds`; `speechlm.inference`).
 DATASET is a built shard set (a folder with manifest.json, or its URL: s3://, https://, ... read as
 training reads it), a data recipe (`shards/NAME.yaml` or NAME; its `test` split is reserved for

@@ -1,9 +1,10 @@
-"""DeepSpeed ZeRO trainer: `main(argv)` is what `speechlm train` and `launch/train.py` run (see loop.py
-for exit codes)."""
+"""`speechlm train`: a run of the DeepSpeed ZeRO trainer (speechlm.train.loop, with its exit codes), as
+`launch/train.py` and the launchers run it."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from speechlm import config as config_mod
 from speechlm.config import Config, command_parser
@@ -51,3 +52,7 @@ def main(argv=None, prog: str = "launch/train.py") -> int:
 
 
 __all__ = ["main", "parse_args"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

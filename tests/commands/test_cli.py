@@ -1,4 +1,4 @@
-"""The `speechlm` command (speechlm/cli.py): every subcommand's help with an example, the errors a
+"""The `speechlm` command (speechlm/commands.py): every subcommand's help with an example, the errors a
 mistyped command gets, `speechlm plan` offline, and (slow) `speechlm train` alone and under deepspeed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from paths import REPO
-from speechlm import cli
+from speechlm import commands as cli
 from tests.infra.daemons import free_port
 
 RUNPOD = ["plan", "up", "wait", "deploy", "train", "attach", "checkpoint", "down"]
@@ -49,23 +49,23 @@ def test_runpod_help_names_every_runpod_subcommand(capsys):
 
 
 def test_top_level_help_lists_each_subcommand_without_importing_the_jobs():
-    # the entry point as a fresh process runs it: `python -m speechlm.cli --help`
+    # the entry point as a fresh process runs it: `python -m speechlm --help`
     r = subprocess.run(
-        [sys.executable, "-m", "speechlm.cli", "--help"], capture_output=True, text=True, env=env(), timeout=60
+        [sys.executable, "-m", "speechlm", "--help"], capture_output=True, text=True, env=env(), timeout=60
     )
     assert r.returncode == 0, r.stderr
-    for name, (_, line) in cli.COMMANDS.items():
+    for name, line in cli.COMMANDS.items():
         assert re.search(rf"^\s+{name}\s+{re.escape(line)}$", r.stdout, re.M), (name, r.stdout)
     assert "\n  speechlm train --config tiny" in r.stdout
     # the help imports no job module, nor torch: only the chosen subcommand's module is ever imported
     probe = (
-        "import sys\nfrom speechlm import cli\ntry:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "import sys\nfrom speechlm import commands\ntry:\n    commands.main(['--help'])\nexcept SystemExit:\n    pass\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('speechlm', 'torch', 'deepspeed')))"
     )
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env(), timeout=60)
     assert r.returncode == 0, r.stderr
     # (speechlm.quiet: the notice filters, stdlib only)
-    assert r.stdout.split("\n")[-2] == "['speechlm', 'speechlm.cli', 'speechlm.quiet']"
+    assert r.stdout.split("\n")[-2] == "['speechlm', 'speechlm.commands', 'speechlm.quiet']"
 
 
 def test_console_script_when_installed():
@@ -122,7 +122,7 @@ def test_plan_prints_the_planners_report(capsys, monkeypatch):
 
 def launcher(form: str) -> list[str]:
     if form == "plain":
-        return [sys.executable, "-m", "speechlm"]  # what the console script runs: speechlm.cli.main
+        return [sys.executable, "-m", "speechlm"]  # what the console script runs: speechlm.commands.main
     ds = shutil.which("deepspeed") or str(Path(sys.executable).parent / "deepspeed")
     return [ds, "--num_gpus=2", f"--master_port={free_port()}", "--module", "speechlm"]
 

@@ -5,20 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import time
-
-import uvicorn
 
 from speechlm.config import cli_errors, command_parser
 from speechlm.inference import add_base_args, add_long_form_args, bases_from_args, long_form_from_args
-from speechlm.serve.app import create_app
-from speechlm.serve.batcher import Batcher
 from speechlm.serve.config import API_KEY_ENV, MAX_SECONDS, MAX_UPLOAD_MB, ServeConfig
-from speechlm.serve.engine import Engine
-
-log = logging.getLogger("speechlm.serve")
 
 EXAMPLES = f"""\
 examples:
@@ -106,99 +97,21 @@ def config_from_args(args) -> ServeConfig:
     return cfg
 
 
-GRACE_SECONDS = 1.0  # after the drain, for answers being sent and connections closing: uvicorn's graceful wait
-
-
-def _draining_server(state, shutdown_timeout: float):
-    class DrainingServer(uvicorn.Server):
-        """uvicorn's server with a drain before its graceful shutdown. The first SIGTERM (or Ctrl-C) marks
-        the server draining (new requests and /health: 503, so a load balancer moves on) while the
-        listening socket stays open. Once no request is being read or in flight, uvicorn's own shutdown
-        runs; at `shutdown_timeout` those still waiting are cut: each gets an OpenAI-shaped 503
-        `shutting_down` (state.cut_short), and uvicorn's graceful wait is only `GRACE_SECONDS` for those
-        answers to go out, so the whole shutdown keeps to `--shutdown-timeout`. A second signal cuts at
-        once and exits without waiting for anything (Ctrl-C twice; status 128 + the signal). If the
-        model worker dies (`die`), /health turns unhealthy and the server shuts down, to exit with
-        status 1 for a supervisor."""
-
-        deadline: float | None = None
-        died: BaseException | None = None
-        forced: int | None = None  # the second signal
-
-        def handle_exit(self, sig, frame):
-            if state.draining or self.should_exit:
-                log.warning("%s again: exiting now", signal.Signals(sig).name)
-                state.cut_short()
-                self.forced, self.should_exit, self.force_exit = sig, True, True
-                return
-            state.draining = True
-            self.deadline = time.monotonic() + shutdown_timeout
-            busy = state.in_flight + state.reading
-            log.info("%s: draining %d request(s)", signal.Signals(sig).name, busy)
-
-        def die(self, error: BaseException) -> None:
-            """The model worker has died (called from its thread): shut down, then exit 1."""
-            self.died = error
-            self.should_exit = True
-
-        async def on_tick(self, counter: int) -> bool:
-            if state.draining and not self.should_exit:
-                busy = state.in_flight + state.reading
-                if busy and time.monotonic() > self.deadline:
-                    log.warning("shutdown timeout: %d request(s) still in flight get 503", busy)
-                    state.cut_short()
-                    busy = 0
-                if busy == 0:
-                    state.stop_timeout = max(0.5, self.deadline - time.monotonic())
-                    self.should_exit = True
-            return await super().on_tick(counter)
-
-    return DrainingServer
-
-
 @cli_errors
 def main(argv=None, prog: str = "python -m speechlm.serve"):
     args = build_parser(prog).parse_args(argv)
     cfg = config_from_args(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    engine = Engine.load(cfg.model, cfg.long_form, bases_from_args(args))
-    names = cfg.served_model_names or [Engine.default_name(cfg.model)]
-    batcher = Batcher(engine.transcribe_batch, cfg.max_batch, cfg.max_wait_ms / 1000, cfg.max_per_request)
-    app = create_app(cfg, engine, batcher, names)
-    uv = uvicorn.Config(
-        app,
-        host=cfg.host,
-        port=cfg.port,
-        log_level=args.log_level,
-        timeout_graceful_shutdown=GRACE_SECONDS,
-        lifespan="on",
-    )
-    server = _draining_server(app.state.serve, cfg.shutdown_timeout)(uv)
-    batcher.on_death = server.die
-    log.info(
-        "serving %s as %s on http://%s:%d (max batch %d, %d per request, max wait %g ms, max concurrent %d, "
-        "API key %s)",
-        cfg.model,
-        ", ".join(names),
-        cfg.host,
-        cfg.port,
-        cfg.max_batch,
-        cfg.max_per_request,
-        cfg.max_wait_ms,
-        cfg.max_concurrent,
-        "required" if cfg.api_key else "not required",
-    )
-    server.run()
-    code = 0
-    if server.died is not None:
-        log.critical("exiting with status 1: the model worker died (%r)", server.died)
-        code = 1
-    elif server.forced is not None:
-        code = 128 + server.forced  # as a process ended by the signal reports itself
-    log.info("stopped (exit status %d)", code)
+    from speechlm.serve.server import serve  # fastapi, uvicorn and the model stack once the arguments parse
+
+    code = serve(cfg, bases_from_args(args), args.log_level)
     # out now: the interpreter's own teardown with torch loaded (and a worker thread perhaps mid-batch)
     # took ~2 s more here, past --shutdown-timeout; everything worth keeping is answered or logged
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

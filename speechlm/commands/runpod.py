@@ -20,13 +20,14 @@ its global environment (and so the training process's) holds them.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from speechlm.config import cli_errors
 
-# the CLI is here; the commands are in pod.py (the pod, through runpodctl) and host.py (its host, over SSH)
+# the arguments are here; the commands are speechlm.runpod's pod.py (the pod, through runpodctl) and
+# host.py (its host, over SSH)
 from speechlm.runpod import host, pod
 from speechlm.runpod.host import REMOTE_DIR
-from speechlm.runpod.host import deps_script as deps_script  # public: the deploy's install script
 from speechlm.runpod.pod import DEFAULT_IMAGE
 
 EXAMPLES = {
@@ -141,3 +142,7 @@ def main(argv: list[str] | None = None, prog: str = "speechlm runpod") -> int:
         "checkpoint": host.cmd_checkpoint,
         "down": pod.cmd_down,
     }[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m speechlm.runpod"))

@@ -1,7 +1,5 @@
-"""Plots of a training run from its metrics.jsonl.
-
-    speechlm report RUN_DIR      -> RUN_DIR/plots/{overview,loss,learning_rate,grad_norm,throughput}.png
-    (`python -m speechlm.report` takes the same argument)
+"""Plots of a training run from its metrics.jsonl: `write_plots(RUN_DIR)` ->
+RUN_DIR/plots/{overview,loss,learning_rate,grad_norm,throughput}.png (`speechlm report RUN_DIR`).
 
 One glance should tell whether the loss fell in the first few hundred steps.
 """
@@ -17,10 +15,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: pods, CI, Slurm nodes
 import matplotlib.pyplot as plt  # noqa: E402
 
-from speechlm.config import ConfigError, cli_errors, command_parser  # noqa: E402
-
-EXAMPLES = """example:
-  speechlm report outputs/demo                # writes outputs/demo/plots/overview.png and one PNG per panel"""
+from speechlm.config import ConfigError  # noqa: E402
 
 PANELS = {
     "loss": ("Loss", lambda k: k in ("train/loss", "eval/loss"), False),
@@ -107,16 +102,3 @@ def write_plots(run_dir: str | Path) -> list[Path]:
     fig.savefig(out / "overview.png", dpi=100)
     plt.close(fig)
     return [out / "overview.png"] + written
-
-
-@cli_errors
-def main(argv=None, prog: str = "python -m speechlm.report"):
-    ap = command_parser(prog, __doc__.split("\n")[0], EXAMPLES)
-    ap.add_argument("run_dir")
-    args = ap.parse_args(argv)
-    for p in write_plots(args.run_dir):
-        print(p)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,1 +1,0 @@
-"""`python -m speechlm.export`: the self-contained model folder lives in speechlm.model.folder."""
