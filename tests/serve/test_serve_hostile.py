@@ -229,7 +229,7 @@ def test_the_upload_limit_counts_the_file(patient):
     ],
 )
 def test_every_setting_is_checked_at_start_up(twin, capsys, monkeypatch, flags, env, msg):
-    from speechlm.serve import main
+    from speechlm.commands.serve import main
 
     for k, v in env.items():
         monkeypatch.setenv(k, v)
