@@ -16,12 +16,16 @@ from torch import nn
 from transformers import StoppingCriteriaList
 
 from speechlm import text
+from speechlm.audio_checks import SAMPLE_RATE
 
 from . import align, generation
 from .loss import ChunkedCrossEntropy, TokenLoss
 from .projector import Projector, pooled_length
 
 log = logging.getLogger(__name__)
+
+# the dtypes a config and a model folder name (model.model_dtype, model.projector_dtype, config.json's dtype)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -227,7 +231,7 @@ class SpeechLM(nn.Module):
             for n in projected[1].tolist()
         ]
         budgets = generation.token_budget(
-            [len(w) / 16000 for w in waves],
+            [len(w) / SAMPLE_RATE for w in waves],
             self.cfg.tokens_per_second,
             self.cfg.new_tokens_margin,
             max_new_tokens or self.cfg.max_new_tokens,

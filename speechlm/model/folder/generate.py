@@ -35,10 +35,19 @@ CORE_BEFORE_FAMILIES = [
     ("speechlm.model.loss", ["TokenLoss"]),
 ]
 CORE_AFTER_FAMILIES = [
-    ("speechlm.model.speechlm", ["Output", "SpeechLM"]),
+    ("speechlm.model.speechlm", ["DTYPES", "Output", "SpeechLM"]),
     (
         "speechlm.model.folder.layout",
-        ["FORMAT", "CONFIG", "WEIGHTS", "ADAPTER", "DTYPES", "read_config", "base_in_folder", "assemble_folder_model"],
+        [
+            "FORMAT",
+            "CONFIG",
+            "WEIGHTS",
+            "ADAPTER",
+            "read_config",
+            "base_in_folder",
+            "assemble_speechlm",
+            "assemble_folder_model",
+        ],
     ),
 ]
 # methods an exported model never runs: training (the export passes its own TokenLoss: no loss kernels
@@ -76,8 +85,9 @@ from .speechlm_align import Word  # noqa: F401  (names the sibling for transform
 from .speechlm_generation import token_budget  # noqa: F401  (names the sibling for transformers' remote-code loader)
 from .speechlm_text import prompt_ids  # noqa: F401  (names the sibling for transformers' remote-code loader)
 
+from .speechlm_audio_checks import SAMPLE_RATE  # noqa: F401  (speechlm.audio_checks: the one home of the rate)
+
 log = logging.getLogger(__name__)
-SAMPLE_RATE = 16000
 
 
 '''
@@ -181,12 +191,16 @@ def core_source() -> str:
 
 
 def sibling_imports(source: str, mod_name: str) -> str:
-    """`source` of VERBATIM module `mod_name` with each `from .NAME import` naming NAME's file in the export
-    (transformers' remote-code loader finds siblings by these lines, so the `from .x import` form is kept)."""
+    """`source` of VERBATIM module `mod_name` with each `from .NAME import` (or `from speechlm.X import` of
+    another VERBATIM module) naming that module's file in the export (transformers' remote-code loader
+    finds siblings by these lines, so the `from .x import` form is kept)."""
     files = {module: fname.removesuffix(".py") for fname, module in VERBATIM.items()}
     package = mod_name.rsplit(".", 1)[0]
     lines = source.splitlines(keepends=True)
     for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module in files:
+            i = node.lineno - 1
+            lines[i] = lines[i].replace(f"from {node.module} import", f"from .{files[node.module]} import", 1)
         if not (isinstance(node, ast.ImportFrom) and node.level):
             continue
         target = f"{package}.{node.module}" if node.level == 1 and node.module else None

@@ -28,17 +28,15 @@ import hashlib
 import json
 from pathlib import Path
 
-import torch
 from safetensors.torch import load_file
 
 from ..projector import Projector
-from ..speechlm import SpeechLM
+from ..speechlm import DTYPES, SpeechLM
 
 FORMAT = 2
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 ADAPTER = "adapter"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def read_config(folder) -> dict:
@@ -73,32 +71,81 @@ def base_in_folder(folder, ref: dict) -> str | None:
     return str(Path(folder) / ref["folder"]) if ref.get("folder") else None
 
 
-def assemble_folder_model(folder, config: dict, settings, encoder, decoder, tokenizer, family, loss) -> SpeechLM:
-    """The SpeechLM a folder describes, from its loaded bases: the adapter, the projector and the other
-    trained weights put on; every parameter frozen; inference mode. `settings` is the speechlm model
-    settings object (`config["speechlm"]` as attributes)."""
-    folder = Path(folder)
+def assemble_speechlm(
+    settings,
+    encoder,
+    decoder,
+    tokenizer,
+    family,
+    trainable: dict,
+    *,
+    bf16: bool,
+    loss,
+    projector_dtype: str,
+    ctc_weight: float = 0.0,
+    lora=None,
+    adapter=None,
+) -> SpeechLM:
+    """The one assembly of a SpeechLM from its loaded parts, for a run and for a folder alike: every base
+    parameter frozen but what `trainable` trains; LoRA on the decoder, fresh (`lora`: a peft LoraConfig)
+    or a saved adapter (`adapter`: its folder, frozen); a fresh projector in `projector_dtype`; `ctc_weight`
+    for training. `settings` is the speechlm model settings object (speechlm.config.ModelConfig, or
+    config.json's as attributes)."""
     for p in list(encoder.parameters()) + list(decoder.parameters()):
         p.requires_grad_(False)
-    if config.get("lora") and (folder / ADAPTER).is_dir():
+    if trainable.get("encoder"):
+        encoder.requires_grad_(True)
+    if trainable.get("decoder"):
+        decoder.requires_grad_(True)
+    if trainable.get("embed_tokens"):
+        decoder.get_input_embeddings().weight.requires_grad_(True)
+    elif trainable.get("decoder"):
+        decoder.get_input_embeddings().weight.requires_grad_(False)
+    # peft keeps the adapter in fp32 beside a bf16 base (autocast_adapter_dtype), in training and after
+    if adapter is not None:
         from peft import PeftModel
 
-        # peft keeps the adapter in fp32 beside a bf16 base (autocast_adapter_dtype), as in training
-        decoder = PeftModel.from_pretrained(decoder, str(folder / ADAPTER), is_trainable=False)
-    elif config.get("lora"):
-        raise ValueError(f"{folder}: config.json has a LoRA config but there is no {ADAPTER}/ folder")
-    weights = load_file(str(folder / WEIGHTS))
+        decoder = PeftModel.from_pretrained(decoder, str(adapter), is_trainable=False)
+    elif lora is not None:
+        from peft import get_peft_model
+
+        decoder = get_peft_model(decoder, lora, autocast_adapter_dtype=True)
+        if trainable.get("embed_tokens"):
+            decoder.get_base_model().get_input_embeddings().weight.requires_grad_(True)
     hidden = decoder.config.get_text_config().hidden_size
     projector = Projector(family.hidden_size, hidden, settings.projector_hidden_dim, settings.projector_pool_stride)
-    projector = projector.to(DTYPES[config.get("projector_dtype", "float32")])
-    projector.load_state_dict(
+    projector = projector.to(DTYPES[projector_dtype])
+    projector.requires_grad_(bool(trainable.get("projector")))
+    return SpeechLM(
+        settings, encoder, projector, decoder, tokenizer, family, trainable, bf16=bf16, loss=loss, ctc_weight=ctc_weight
+    )
+
+
+def assemble_folder_model(folder, config: dict, settings, encoder, decoder, tokenizer, family, loss) -> SpeechLM:
+    """The SpeechLM a folder describes, from its loaded bases (assemble_speechlm): the adapter, the
+    projector and the other trained weights put on; every parameter frozen; inference mode."""
+    folder = Path(folder)
+    if config.get("lora") and not (folder / ADAPTER).is_dir():
+        raise ValueError(f"{folder}: config.json has a LoRA config but there is no {ADAPTER}/ folder")
+    adapter = folder / ADAPTER if config.get("lora") else None
+    weights = load_file(str(folder / WEIGHTS))
+    model = assemble_speechlm(
+        settings,
+        encoder,
+        decoder,
+        tokenizer,
+        family,
+        {},
+        bf16=config["bf16"],
+        loss=loss,
+        projector_dtype=config.get("projector_dtype", "float32"),
+        adapter=adapter,
+    )
+    model.projector.load_state_dict(
         {k.removeprefix("projector."): v for k, v in weights.items() if k.startswith("projector.")}
     )
-    projector.requires_grad_(False)
     if "embed_tokens.weight" in weights:
-        base = decoder.get_base_model() if hasattr(decoder, "get_base_model") else decoder
-        base.get_input_embeddings().weight.data.copy_(weights["embed_tokens.weight"])
-    model = SpeechLM(settings, encoder, projector, decoder, tokenizer, family, {}, bf16=config["bf16"], loss=loss)
+        model._base_lm().get_input_embeddings().weight.data.copy_(weights["embed_tokens.weight"])
     model.trainable = dict(config["trainable"])  # what this folder adds to its bases: a re-save writes the same
     model.calibration = config.get("calibration")
     return model.eval()
