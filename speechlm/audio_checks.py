@@ -25,6 +25,7 @@ import numpy as np
 
 log = logging.getLogger("speechlm.audio")
 
+SAMPLE_RATE = 16_000  # every clip, everywhere in speechlm: 1-D float32 mono at this rate (docs/design.md)
 MIN_SAMPLE_RATE = 1_000  # below: no speech band survives (a header saying 1 Hz is a decode bomb)
 MAX_SAMPLE_RATE = 768_000  # the highest rate audio interfaces record at
 MAX_CHANNELS = 64  # a large microphone array; more is no recording

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-CONFIG = "config.yaml"
+RUN_CONFIG = "config.yaml"
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 STATE = "trainer_state.json"

@@ -11,6 +11,7 @@ basename per test file across the folders, and no __init__.py in a test folder."
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -119,3 +120,65 @@ def test_test_modules_import_by_unique_basenames():
     ]
     twice = {n: c for n, c in Counter(p.name for p in modules).items() if c > 1}
     assert not twice, f"module basenames used more than once under tests/: {sorted(twice)}"
+
+
+# module-level names that recur by design: each module of a kind defines its own (a command's help, a
+# family file's protocol, a builder's id prefix and version), or two unrelated things share a plain word
+PER_MODULE = {
+    "EXAMPLES": "each command's own help examples (speechlm/commands/)",
+    "EXPORT": "each encoder family file's names an export carries (speechlm.model.encoders)",
+    "FAMILY": "each encoder family file's class (speechlm.model.encoders)",
+    "PREFIX": "each base builder's id prefix (tiny/, offline/: speechlm.model.ids)",
+    "VERSION": "each base builder's cache version (speechlm.model.tiny, speechlm.model.pretrained)",
+    "ENV": "plan.auto's device-memory variable; quiet's verbosity variable",
+    "FLAG": "inference.bases' --base; quiet's --verbose",
+    "FORMAT": "the model folder's format version; the shard manifest's format name",
+    "MAX_SECONDS": "inference's longest file (4 h); the server's default request limit (1 h)",
+    "NAMES": "the demo grammar's names; the tiny twins' names",
+    "PARTS": "the demo corpus's test parts; a model's base parts (encoder, decoder)",
+    "REMOTE_DIR": "the folder's hand-written remote code; the pod's checkout path",
+    "SHAPES": "the loaders' shapes-only mode; init_from's shape settings",
+}
+CONSTANT = re.compile(r"^[A-Z][A-Z0-9_]*$")  # public: a private table (_DTYPES of a file format) is its own
+
+
+def module_constants(source: str) -> list[tuple[str, int]]:
+    """(name, line) of every module-level UPPER_CASE binding in `source`."""
+    out = []
+    for node in ast.parse(source).body:
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign) and node.value
+            else []
+        )
+        out += [(t.id, node.lineno) for t in targets if isinstance(t, ast.Name) and CONSTANT.match(t.id)]
+    return out
+
+
+def test_the_constant_finder_reads_module_level_bindings_only():
+    src = "A = 1\nB: int = 2\nlower = 3\ndef f():\n    C = 4\nclass K:\n    D = 5\n_E = 6\n"
+    assert module_constants(src) == [("A", 1), ("B", 2)]
+
+
+def test_each_constant_is_defined_once():
+    """A constant has one home that everyone imports (DTYPES, SAMPLE_RATE, COSINE_SCALE were once
+    defined two and three times over, and kept equal by hand): a module-level name bound in two modules
+    is a repeat, unless PER_MODULE says why; and the sample rate appears as a number only at its home."""
+    homes: dict[str, list[str]] = {}
+    rate = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text()
+        for name, _ in module_constants(source):
+            homes.setdefault(name, []).append(_module(path))
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value == 16000:
+                rate.append(f"{_module(path)}:{node.lineno}")
+    twice = {n: m for n, m in homes.items() if len(m) > 1 and n not in PER_MODULE}
+    assert not twice, f"constants defined in more than one module (import them from one home): {twice}"
+    assert rate == ["speechlm.audio_checks:" + str(_rate_line())], f"16000 outside speechlm.audio_checks: {rate}"
+
+
+def _rate_line() -> int:
+    return dict(module_constants((PACKAGE / "audio_checks.py").read_text()))["SAMPLE_RATE"]

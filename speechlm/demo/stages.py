@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from speechlm import shard
+from speechlm.audio_checks import SAMPLE_RATE
 from speechlm.config import REPO_ROOT, ConfigError, load
 from speechlm.model import pretrained
 from speechlm.scoring import by_part
@@ -102,13 +103,13 @@ def word_times(model, run_dir: Path, timed: str, shards: Path, split: str) -> di
     print("== 5/6 word timestamps from the CTC head", flush=True)
     scored = evaluate(model, str(shard.build(timed)), split="test", batch_size=16)
     _, clips = dataset_clips(str(shards), split, 24, 16)
-    pause = np.zeros(16000 * 3 // 4, np.float32)
+    pause = np.zeros(SAMPLE_RATE * 3 // 4, np.float32)
     recording = np.concatenate([np.concatenate([w, pause]) for _, w, _ in clips])
     timed_out = transcribe_timed(model, [recording])[0]
     srt = run_dir / "longform.srt"
     srt.write_text(subtitles.to_srt(subtitles.cues(timed_out["words"])))
     print(f"word times on {scored['clips']} timed clips: {json.dumps(scored['boundaries'])}")
-    print(f"subtitles of a {len(recording) / 16000:.0f} s recording of test clips: {srt}", flush=True)
+    print(f"subtitles of a {len(recording) / SAMPLE_RATE:.0f} s recording of test clips: {srt}", flush=True)
     return {"boundaries": scored["boundaries"], "srt": str(srt)}
 
 

@@ -68,11 +68,11 @@ def _run_config(model_folder: Path) -> tuple[dict, Path] | None:
             cfg = None
         if isinstance(cfg, dict):
             return cfg, run
-    if (run / runs.CONFIG).is_file():
+    if (run / runs.RUN_CONFIG).is_file():
         import yaml
 
         try:
-            cfg = yaml.safe_load((run / runs.CONFIG).read_text())
+            cfg = yaml.safe_load((run / runs.RUN_CONFIG).read_text())
         except (OSError, yaml.YAMLError):
             return None
         return (cfg, run) if isinstance(cfg, dict) else None

@@ -42,9 +42,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-# speechlm.model.ctc.COSINE_SCALE (a test checks they agree; this module imports no sibling so that
-# an export can carry it alone)
-COSINE_SCALE = 20.0
+# the CTC head's scale: its logits are COSINE_SCALE x cosine (speechlm.model.ctc trains it; this
+# module imports no sibling so that an export can carry it alone)
+COSINE_SCALE = 20.0  # logits = 20 x cosine: a confident frame can beat ~50k other tokens
 # a word starts at a token whose text starts with one of these: byte-level BPE's space and newline
 # (GPT-2, SmolLM2, Qwen, Llama 3), SentencePiece's meta space, or a plain space/newline
 BOUNDARY_MARKS = ("Ġ", "Ċ", "▁", " ", "\n", "\t")

@@ -19,10 +19,10 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from speechlm.audio import SAMPLE_RATE
+from speechlm.audio import MAX_CHANNELS, SAMPLE_RATE
+from speechlm.audio import MAX_SAMPLE_RATE as MAX_RATE  # Hz: outside the range a header is no recording
+from speechlm.audio import MIN_SAMPLE_RATE as MIN_RATE  # (the bomb said 1 Hz)
 
-MIN_RATE, MAX_RATE = 1000, 768_000  # Hz: outside it a header is no recording (the bomb said 1 Hz)
-MAX_CHANNELS = 64
 BLOCK_FRAMES = 1 << 16  # frames decoded at a time: 16 MiB of float32 at 64 channels
 UNKNOWN_LENGTH = 1 << 62  # libsndfile's frame count for a stream whose length the header does not give
 

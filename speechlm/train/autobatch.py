@@ -23,6 +23,7 @@ import math
 
 import torch
 
+from speechlm.audio_checks import SAMPLE_RATE
 from speechlm.config import Config, ConfigError
 from speechlm.data import Collator
 from speechlm.plan.auto import ENV, BatchPick, device_memory_gib, divisors_down, pick, step_bytes, target_clips  # noqa: F401
@@ -93,7 +94,7 @@ def worst_batch(cfg: Config, model, micro: int, clip_seconds: float) -> dict:
     words = math.ceil(clip_seconds * TEXT_TOKENS_PER_SECOND)
     sentence = " ".join(WORDS[i % len(WORDS)] for i in range(words))
     rng = torch.Generator().manual_seed(0)
-    audio = (0.1 * torch.randn(int(clip_seconds * 16000), generator=rng)).numpy()
+    audio = (0.1 * torch.randn(int(clip_seconds * SAMPLE_RATE), generator=rng)).numpy()
     collate = Collator.from_config(cfg, model.tokenizer, family=model.family)
     return collate([{"audio": audio, "text": sentence, "id": f"auto-batch-{i}"} for i in range(micro)])
 

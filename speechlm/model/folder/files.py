@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from speechlm.audio_checks import SAMPLE_RATE
 from speechlm.model.folder.card import write_card
 from speechlm.model.folder.generate import write_remote_files
 
@@ -35,7 +36,7 @@ def finish_folder(model, out, card: dict, merged: bool = False) -> Path:
         "feature_extractor_type": "SpeechLMFeatureExtractor",
         "encoder_family": model.family.name,
         "features": model.features.to_dict(),
-        "sampling_rate": 16000,
+        "sampling_rate": SAMPLE_RATE,
         "auto_map": {"AutoFeatureExtractor": FEATURE_EXTRACTOR},
     }
     (out / "preprocessor_config.json").write_text(json.dumps(fe, indent=2) + "\n")

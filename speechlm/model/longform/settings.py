@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-SAMPLE_RATE = 16000
+from speechlm.audio_checks import SAMPLE_RATE
+
 FRAME = 160  # 10 ms energy frames
 STRATEGIES = ("segments", "pause", "overlap")
 # The defaults every route shares (speechlm transcribe / eval, the server, the export's model and

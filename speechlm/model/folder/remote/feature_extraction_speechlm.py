@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from transformers import BatchFeature, FeatureExtractionMixin
 
+from .speechlm_audio_checks import SAMPLE_RATE
 from .speechlm_core import FAMILIES
 
 
@@ -14,7 +15,9 @@ class SpeechLMFeatureExtractor(FeatureExtractionMixin):
 
     model_input_names = ["input_features", "feature_mask"]
 
-    def __init__(self, encoder_family: str = "", features: dict | None = None, sampling_rate: int = 16000, **kwargs):
+    def __init__(
+        self, encoder_family: str = "", features: dict | None = None, sampling_rate: int = SAMPLE_RATE, **kwargs
+    ):
         super().__init__(**kwargs)
         self.encoder_family = encoder_family
         self.features = dict(features or {})

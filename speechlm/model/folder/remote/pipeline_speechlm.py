@@ -23,10 +23,9 @@ from dataclasses import fields
 import numpy as np
 from transformers import Pipeline
 
-from .speechlm_audio_checks import AudioError, check_clip, prepare
+from .speechlm_audio_checks import SAMPLE_RATE, AudioError, check_clip, prepare
 from .speechlm_longform import LongForm
 
-SAMPLE_RATE = 16000
 # keywords passed on to SpeechLMForASR.transcribe (the long-form cut and the token budget)
 FORWARD_KEYS = ("max_new_tokens", *(f.name for f in fields(LongForm)))
 
