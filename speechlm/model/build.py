@@ -20,11 +20,11 @@ log = logging.getLogger(__name__)
 
 def trainable_parts(mcfg: ModelConfig, tcfg: TrainingConfig) -> dict:
     """Which parts train, from the freeze flags; refuses combinations that can't work."""
-    use_lora = mcfg.use_lora if tcfg.use_lora is None else tcfg.use_lora
+    use_lora = mcfg.use_lora
     if use_lora and not tcfg.freeze_language_model:
         raise ConfigError(
             "training.freeze_language_model=false with LoRA on: full fine-tuning and adapters at once "
-            "is not supported; set model.use_lora=false (or training.use_lora=false) to train the whole decoder"
+            "is not supported; set model.use_lora=false to train the whole decoder"
         )
     parts_ = {
         "encoder": not tcfg.freeze_audio_encoder,

@@ -138,7 +138,9 @@ ALL_FROZEN = [
 ]
 case(TRAIN, ["--config", "tiny", *ALL_FROZEN, "model.use_lora=false"], "nothing left to train")
 case(
-    TRAIN, ["--config", "tiny", *ALL_FROZEN, "model.use_lora=true", "training.use_lora=false"], "nothing left to train"
+    TRAIN,
+    ["--config", "tiny", "training.use_lora=false"],
+    "is set in one place now: 'model.use_lora'",
 )
 case(
     TRAIN, ["--config", "tiny", "training.freeze_language_model=false", "model.use_lora=true"], "freeze_language_model"
