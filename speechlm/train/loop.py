@@ -110,6 +110,7 @@ class Trainer:
             saved=saved,
             saved_path=resume,
             device_memory=autobatch.device_memory_gib() if auto else None,
+            family=self.family,
         )
 
     def _build_engine(self) -> None:
