@@ -81,17 +81,8 @@ def evaluate(
     stops = {"capped": 0, "loops_truncated": 0}
     t0 = time.perf_counter()
     for chunk in _chunks(clips, n, CHUNK_CLIPS):
-        waves, keep = [], []
-        for cid, src, ref in chunk:
-            try:
-                wave = load_clip(src, cid, max_seconds)
-            except ConfigError as e:
-                skipped += 1
-                print(f"skip {e}", file=sys.stderr)
-                continue
-            waves.append(wave if corrupt is None else corrupt(wave, 0, str(cid)))
-            keep.append((cid, ref))
-            audio_seconds += len(wave) / audio.SAMPLE_RATE
+        waves, keep, bad, seconds = _loaded(chunk, max_seconds, corrupt)
+        skipped, audio_seconds = skipped + bad, audio_seconds + seconds
         if waves:
             run = (long_form, batch_size, stops, word_threshold, drop_unsupported)
             rows += _transcribe_chunk(model, waves, keep, getattr(clips, "words", {}), *run)
@@ -110,6 +101,24 @@ def evaluate(
     result["worst"] = sorted(rows, key=lambda r: -r["errors"])[:5]
     result["rows"] = rows
     return result
+
+
+def _loaded(chunk, max_seconds: float | None, corrupt) -> tuple[list, list, int, float]:
+    """(waves, their (id, reference), clips skipped, seconds of audio as recorded) of a chunk: a clip that
+    can't be decoded or is too long is skipped and said on stderr; `corrupt` (an eval condition) is
+    applied to each clip kept."""
+    waves, keep, skipped, seconds = [], [], 0, 0.0
+    for cid, src, ref in chunk:
+        try:
+            wave = load_clip(src, cid, max_seconds)
+        except ConfigError as e:
+            skipped += 1
+            print(f"skip {e}", file=sys.stderr)
+            continue
+        waves.append(wave if corrupt is None else corrupt(wave, 0, str(cid)))
+        keep.append((cid, ref))
+        seconds += len(wave) / audio.SAMPLE_RATE
+    return waves, keep, skipped, seconds
 
 
 def _transcribe_chunk(model, waves, keep, truth, long_form, batch_size, stops, threshold, drop) -> list[dict]:

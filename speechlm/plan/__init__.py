@@ -59,7 +59,7 @@ import os
 from speechlm.config import Config, ConfigError
 from speechlm.model.build import make_loss
 from speechlm.model.loss import ChunkedCrossEntropy
-from speechlm.plan.auto import device_memory_gib, pick, target_clips
+from speechlm.plan.auto import ENV, device_memory_gib, pick, target_clips
 from speechlm.plan.disk import (  # noqa: F401  (re-exported)
     DTYPE_BYTES,
     ENV_GIB,
@@ -131,35 +131,9 @@ def make_plan(cfg: Config, world: int = 1) -> dict:
     # with auto, memory is shown for all of a step's clips in one micro batch (no accumulation)
     micro = target_clips(cfg) if auto else t.per_device_train_batch_size
     mem = step_memory(cfg, shapes, batch=micro, world=world, clip_seconds=clip)
-    fits = []
-    if auto:
-        fits = _auto_fits(cfg, shapes, world, clip)
-    for gpu in CATALOG if not auto else ():
-        fb = fit_batch(cfg, shapes, gpu, world=world, clip_seconds=clip)
-        if fb:
-            fits.append(
-                {
-                    "gpu": gpu.name,
-                    "runpod_id": gpu.runpod_id,
-                    "memory_gib": gpu.memory_gib,
-                    "per_device_train_batch_size": fb[0],
-                    "gradient_accumulation_steps": fb[1],
-                    "as_configured": mem["total"] <= gpu.memory_gib * GIB * USABLE_FRACTION,
-                }
-            )
-    stated = os.environ.get("SPEECHLM_DEVICE_MEMORY_GIB")  # what the trainer's auto would plan for
-    device_pick = None
-    if auto and stated:
-        p = pick(cfg, shapes, device_memory_gib()[0], world=world, clip_seconds=clip)
-        device_pick = {
-            "device_memory_gib": p.device_gib,
-            "per_device_train_batch_size": p.micro,
-            "gradient_accumulation_steps": p.accumulation,
-            "gradient_checkpointing": p.gradient_checkpointing,
-            "why": p.reason,
-        }
+    fits = _auto_fits(cfg, shapes, world, clip) if auto else _catalog_fits(cfg, shapes, world, clip, mem["total"])
     return {
-        "auto": device_pick,
+        "auto": _device_pick(cfg, shapes, world, clip) if auto else None,
         "config": {
             "audio_model_id": cfg.model.audio_model_id,
             "text_model_id": cfg.model.text_model_id,
@@ -181,6 +155,39 @@ def make_plan(cfg: Config, world: int = 1) -> dict:
         "data_unknown": data["unknown"],
         "kernels_assumed": assumed_kernels(shapes, make_loss(t)),
         "gpus": fits,
+    }
+
+
+def _catalog_fits(cfg: Config, shapes: Shapes, world: int, clip: float, step_total: float) -> list[dict]:
+    """Each catalog GPU the configured batch fits (with the accumulation that keeps the effective batch)."""
+    fits = []
+    for gpu in CATALOG:
+        fb = fit_batch(cfg, shapes, gpu, world=world, clip_seconds=clip)
+        if fb:
+            fits.append(
+                {
+                    "gpu": gpu.name,
+                    "runpod_id": gpu.runpod_id,
+                    "memory_gib": gpu.memory_gib,
+                    "per_device_train_batch_size": fb[0],
+                    "gradient_accumulation_steps": fb[1],
+                    "as_configured": step_total <= gpu.memory_gib * GIB * USABLE_FRACTION,
+                }
+            )
+    return fits
+
+
+def _device_pick(cfg: Config, shapes: Shapes, world: int, clip: float) -> dict | None:
+    """What the trainer's auto would pick for SPEECHLM_DEVICE_MEMORY_GIB, when it is set."""
+    if not os.environ.get(ENV):
+        return None
+    p = pick(cfg, shapes, device_memory_gib()[0], world=world, clip_seconds=clip)
+    return {
+        "device_memory_gib": p.device_gib,
+        "per_device_train_batch_size": p.micro,
+        "gradient_accumulation_steps": p.accumulation,
+        "gradient_checkpointing": p.gradient_checkpointing,
+        "why": p.reason,
     }
 
 
@@ -223,8 +230,14 @@ def report(plan: dict) -> str:
         lines.append(
             f"  (shards not built and their sources' size unknown offline, not counted: {', '.join(plan['data_unknown'])})"  # noqa: E501
         )
+    return "\n".join(lines + _report_gpus(plan))
+
+
+def _report_gpus(plan: dict) -> list[str]:
+    """The report's GPUs that fit, and what auto picks for a stated device memory."""
+    c = plan["config"]
     auto = c["per_device_train_batch_size"] == "auto"
-    lines += [
+    lines = [
         "",
         f"GPUs that fit (effective batch {c['effective_batch']} kept{'; what per_device_train_batch_size=auto picks' if auto else ''}):",  # noqa: E501
     ]
@@ -249,7 +262,7 @@ def report(plan: dict) -> str:
             f"{a['per_device_train_batch_size']} gradient_accumulation_steps={a['gradient_accumulation_steps']}"
             f" gradient_checkpointing={str(a['gradient_checkpointing']).lower()} ({a['why']})",
         ]
-    return "\n".join(lines)
+    return lines
 
 
 def recommend(plan: dict) -> dict | None:

@@ -233,37 +233,48 @@ class CheckpointManager:
             except Exception as e:  # safetensors' writer errors are not OSErrors either
                 ok, err = False, repr(e)
         if all_ok(ok):
-            ranks = [None] * self.world
-            if self.world > 1:
-                dist.all_gather_object(ranks, local_state)
-            else:
-                ranks = [local_state]
-            if self.rank == 0:
-                try:
-                    state = {**trainer_state, "step": step, "world_size": self.world, "ranks": ranks}
-                    (tmp / runs.STATE).write_text(json.dumps(state, default=str))
-                    _fsync_tree(tmp)
-                    self._publish(tmp, final)
-                except OSError as e:
-                    ok, err = False, repr(e)
+            ok, err = self._write_state(tmp, final, step, trainer_state, local_state)
         ok = all_ok(ok)
         self._retrace(engine)
         if not ok:
-            if self.rank == 0:
-                shutil.rmtree(tmp, ignore_errors=True)
-                prev = self.latest()
-                log.error(
-                    "checkpoint step-%d FAILED (%s; %s); the previous checkpoint %s stays valid",
-                    step,
-                    err or "on another rank",
-                    free_space(self.dir),
-                    prev if prev else "(none yet)",
-                )
+            self._failed(tmp, step, err)
             return None
         if self.rank == 0:
             self._prune()
         _barrier()
         return final
+
+    def _write_state(self, tmp: Path, final: Path, step: int, trainer_state: dict, local_state: dict):
+        """Collective: every rank's state gathered; rank 0 writes trainer_state.json, fsyncs and publishes.
+        (ok, why not) on this rank."""
+        ranks = [None] * self.world
+        if self.world > 1:
+            dist.all_gather_object(ranks, local_state)
+        else:
+            ranks = [local_state]
+        if self.rank == 0:
+            try:
+                state = {**trainer_state, "step": step, "world_size": self.world, "ranks": ranks}
+                (tmp / runs.STATE).write_text(json.dumps(state, default=str))
+                _fsync_tree(tmp)
+                self._publish(tmp, final)
+            except OSError as e:
+                return False, repr(e)
+        return True, ""
+
+    def _failed(self, tmp: Path, step: int, err: str) -> None:
+        """A save that failed on some rank: its temporary folder removed, and one line that says so."""
+        if self.rank != 0:
+            return
+        shutil.rmtree(tmp, ignore_errors=True)
+        prev = self.latest()
+        log.error(
+            "checkpoint step-%d FAILED (%s; %s); the previous checkpoint %s stays valid",
+            step,
+            err or "on another rank",
+            free_space(self.dir),
+            prev if prev else "(none yet)",
+        )
 
     @staticmethod
     def _retrace(engine) -> None:
