@@ -1,6 +1,9 @@
-"""The package's import graph (ast, no imports run): no circles between modules, every import of
-a speechlm module inside a function says why it is there (a heavy optional dependency, say), and
-the core never imports the demo (speechlm/demo/ is a plug-in: speechlm.plugins)."""
+"""The package's import graph (ast, no imports run): no circles between modules; folded to folders
+(speechlm/<pkg>/ or a top-level module), with imports inside functions and modules loaded by name
+counted, no circles either and every import runs down the layers of LAYERS (docs/design.md draws
+them); every import of a speechlm module inside a function says why it is there (a heavy optional
+dependency, say); no library module imports a command; the core never imports the demo
+(speechlm/demo/ is a plug-in: speechlm.plugins)."""
 
 from __future__ import annotations
 
@@ -93,6 +96,98 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             connect(v)
     return out
+
+
+# The layers, lowest first: a folder (or top-level module) imports only its own layer's and lower
+# ones', and no two folders import each other, in any layer. `python -m speechlm.X` aliases (see
+# ALIAS below) count as the commands they run.
+LAYERS = [
+    ("core", {"config", "audio_checks", "audio", "text", "fsutil", "cache", "plugins", "quiet", "runs", "scoring"}),
+    ("core output", {"subtitles"}),
+    ("shards", {"shard"}),
+    ("reader", {"data"}),
+    ("model", {"model"}),
+    ("inference", {"inference"}),
+    ("planner", {"plan"}),
+    ("trainer", {"train"}),
+    ("applications", {"serve", "runpod", "demo"}),
+    ("commands", {"commands", "__main__"}),
+]
+BY_NAME = ("import_module", "__import__", "run_module")
+
+
+def _folder(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def by_name(source: str) -> list[tuple[int, str]]:
+    """(line, module) of each speechlm module `source` loads by a literal name (importlib, runpy)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in BY_NAME and str(node.args[0].value).startswith("speechlm."):
+                out.append((node.lineno, node.args[0].value))
+    return out
+
+
+def folder_edges() -> dict[tuple[str, str], str]:
+    """(folder, folder it imports) -> where one such import is: at module level, inside a function or by
+    name. An alias module belongs to the commands' folder."""
+    modules = _modules()
+    edges, inner = import_graph()
+    where = {}
+    for m, ts in edges.items():
+        for t in ts:
+            where.setdefault((m, t), f"{m} imports {t}")
+    for m, t, line, _ in inner:
+        where.setdefault((m, t), f"{m}:{line} imports {t} inside a function")
+    for m, path in modules.items():
+        for line, t in by_name(path.read_text()):
+            where.setdefault((m, t), f"{m}:{line} loads {t} by name")
+    out = {}
+    for (m, t), why in sorted(where.items()):
+        a = "commands" if _alias_of(modules[m]) else _folder(m)
+        b = _folder(t)
+        if a != b:
+            out.setdefault((a, b), why)
+    return out
+
+
+def test_by_name_finds_literal_loads_only():
+    src = 'import importlib, runpy\nimportlib.import_module("speechlm.model.tiny")\n'
+    src += 'runpy.run_module("speechlm.commands.x")\nimportlib.import_module(name)\n__import__("json")\n'
+    assert by_name(src) == [(2, "speechlm.model.tiny"), (3, "speechlm.commands.x")]
+
+
+def test_the_layers_place_every_folder_once():
+    layered = [f for _, folders in LAYERS for f in folders]
+    here = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    here |= (
+        {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"} - {p.stem for p in PACKAGE.glob("*.py") if _alias_of(p)}
+    )
+    assert len(layered) == len(set(layered)), "a folder in two layers"
+    assert set(layered) == here, f"not in a layer: {sorted(here - set(layered))}; gone: {sorted(set(layered) - here)}"
+
+
+def test_no_import_circles_between_folders():
+    """In-function imports and modules loaded by name count: deferring an import hides a circle."""
+    graph: dict[str, set[str]] = {}
+    for a, b in folder_edges():
+        graph.setdefault(a, set()).add(b)
+    found = circles(graph)
+    assert not found, "folder circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_imports_run_down_the_layers():
+    layer = {f: i for i, (_, folders) in enumerate(LAYERS) for f in folders}
+    up = [
+        f"{LAYERS[layer[a]][0]} -> {LAYERS[layer[b]][0]}: {why}"
+        for (a, b), why in folder_edges().items()
+        if layer.get(a, -1) < layer.get(b, len(LAYERS))
+    ]
+    assert not up, "imports that run up the layers (tests/test_imports.py LAYERS):\n" + "\n".join(up)
 
 
 def test_circle_finder_finds_a_circle():
