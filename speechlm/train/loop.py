@@ -31,7 +31,7 @@ from speechlm.train import autobatch, init_from, optim, runfolder, sanity, step_
 from speechlm.train import checkpoint as ckpt_mod
 from speechlm.train import engine as engine_mod
 from speechlm.train import final as final_mod
-from speechlm.train.data import check_encoder_limits, ensure_shards, make_loaders
+from speechlm.train.inputs import check_encoder_limits, ensure_shards, make_loaders
 from speechlm.train.metrics import Metrics, peak_memory_gb, setup_logging
 from speechlm.train.run import RunSettings, resolve_run, with_training
 from speechlm.train.signals import StopFlag, to_device

@@ -197,7 +197,7 @@ def test_ctc_warm_start_trains_the_projector_alone_then_the_lm_loss_takes_over(w
 
 
 def test_nonspeech_clips_reach_the_trainer_with_empty_answers_and_count_in_the_loss(warm_run):
-    from speechlm.train.data import make_loaders
+    from speechlm.train.inputs import make_loaders
 
     model = warm_run.model
     eot = text.end_of_turn_id(model.tokenizer)
