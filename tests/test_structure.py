@@ -182,3 +182,42 @@ def test_each_constant_is_defined_once():
 
 def _rate_line() -> int:
     return dict(module_constants((PACKAGE / "audio_checks.py").read_text()))["SAMPLE_RATE"]
+
+
+DESIGN = REPO / "docs" / "design.md"
+NOT_CODE = {"recipes", "assets", "configs", "__pycache__"}  # data folders of the package
+
+
+def design_layout(text: str) -> set[str]:
+    """The paths the layout block of docs/design.md's map lists (the first block after "**Layout**"):
+    the first word of each line that starts with speechlm/, and the alias line's comma list."""
+    block = text.split("**Layout**", 1)[1].split("```", 2)[1]
+    out = set()
+    for line in block.splitlines():
+        if not line.startswith("speechlm/"):
+            continue
+        head = line.split("  ", 1)[0]
+        first, *more = [w.strip() for w in head.split(",")]
+        out.add(first)
+        folder = first.rsplit("/", 1)[0] + "/"
+        out |= {folder + w for w in more if w}
+    return out
+
+
+def tree_layout() -> set[str]:
+    """speechlm/'s top-level modules and every folder of Python files in it, at any depth."""
+    out = {f"speechlm/{p.name}" for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    for d in PACKAGE.rglob("*"):
+        if d.is_dir() and d.name not in NOT_CODE and any(d.glob("*.py")):
+            out.add(str(d.relative_to(PACKAGE.parent)) + "/")
+    return out
+
+
+def test_the_design_map_lists_the_tree():
+    text = "**Layout**\n```\nspeechlm/a.py, b.py   two modules\n  more words\nspeechlm/c/   a folder\n```\n"
+    assert design_layout(text) == {"speechlm/a.py", "speechlm/b.py", "speechlm/c/"}
+    listed, tree = design_layout(DESIGN.read_text()), tree_layout()
+    assert listed == tree, (
+        f"docs/design.md's layout and the tree differ: not listed {sorted(tree - listed)}; "
+        f"listed but not there {sorted(listed - tree)}"
+    )

@@ -1,4 +1,4 @@
-"""The `speechlm` command (speechlm/commands.py): every subcommand's help with an example, the errors a
+"""The `speechlm` command (speechlm/commands/): every subcommand's help with an example, the errors a
 mistyped command gets, `speechlm plan` offline, and (slow) `speechlm train` alone and under deepspeed."""
 
 from __future__ import annotations
