@@ -80,10 +80,10 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
 
-    from speechlm import text, tiny
+    from speechlm import text
     from speechlm.config import Config, ModelConfig, TrainingConfig
     from speechlm.data import Collator
-    from speechlm.model import encoders
+    from speechlm.model import encoders, tiny
     from speechlm.model.build import assemble
 
     family = encoders.family_for(args.encoder, allow_bundled=True)

@@ -102,8 +102,9 @@ def build(cfg: Config, device: torch.device):
 
 def synthetic_batches(cfg, tok, n: int, batch: int, seed: int = 0) -> list[dict]:
     from speechlm.data import Collator
+    from speechlm.model.encoders import family_for
 
-    coll = Collator.from_config(cfg, tok)
+    coll = Collator.from_config(cfg, tok, family=family_for(cfg.model.audio_model_id))
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):

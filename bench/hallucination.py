@@ -25,7 +25,7 @@ def word_labels(ref: str, words: list[dict]) -> list[bool]:
     """Per generated word, whether it is right (aligned to an equal reference word)."""
     import jiwer
 
-    from speechlm.boundaries import normalize_word
+    from speechlm.scoring.boundaries import normalize_word
 
     hyp = [normalize_word(w["text"]) for w in words]
     ref_words = [normalize_word(w) for w in ref.split()]
@@ -42,7 +42,7 @@ def word_labels(ref: str, words: list[dict]) -> list[bool]:
 
 
 def condition_rows(name: str, rows: list[dict], thresholds: list[float]) -> list[dict]:
-    from speechlm import wer
+    from speechlm.scoring import wer
 
     labels = [(w["confidence"], ok) for r in rows for w, ok in zip(r["words"], word_labels(r["reference"], r["words"]))]
     wrong = [c for c, ok in labels if not ok]

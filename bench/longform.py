@@ -14,7 +14,7 @@ never in training; clips with an empty reference, non-speech, left out), concate
 pauses of 0.3-1.0 s (seeded), ~3 minutes (tests/demo/test_longform_demo.py builds the same one from the
 demo's shards/demo). The baseline is
 the same sentences transcribed one by one; each long-form setting transcribes the whole recording
-(speechlm.inference.batching.transcribe_long, windows batched). Reported per setting: WER of the recording
+(speechlm.model.longform.batching.transcribe_long, windows batched). Reported per setting: WER of the recording
 against the joined references, its ratio to the per-sentence WER, and its deletions and
 insertions beside the per-sentence ones (words dropped or repeated at seams show up there).
 The recognizer is a speechlm model (-m) or Whisper tiny.en's own generate (an ASR that needs no
@@ -22,7 +22,7 @@ training here; windows of at most 30 s). `"segments"` runs once per --merge x --
 --keep-before x --keep-after setting (seconds of silence kept before and after speech), at the default
 window (20 s, at most the recognizer's limit; --segments-window);
 `--singles-default` adds the one-by-one sentences transcribed through the default strategy (what
-`speechlm.eval` and `speechlm.transcribe` now do to short clips).
+`speechlm eval` and `speechlm transcribe` now do to short clips).
 
 `--cuts` needs no model: the test sentences joined with the shortest pause (0.3 s), at full level,
 at 1/100 of it, with white noise floors, and with every other sentence quieter (a second, quieter
@@ -30,7 +30,7 @@ speaker), and for each `--thresholds` value how many pauses between sentences ge
 how many cuts fall inside a sentence's speech, and how much speech is left out as silence (lost).
 
 `--parts`: the whole test split of the built-in corpus (speech parts and non-speech clips, one clip at
-a time as `speechlm.eval` takes them) scored per part (`speechlm.by_part`) with each strategy, the
+a time as `speechlm eval` takes them) scored per part (`speechlm.scoring.by_part`) with each strategy, the
 default cut's effect on ordinary evaluation.
 """
 
@@ -67,7 +67,7 @@ def recording(waves: list[np.ndarray], texts: list[str], seconds: float, seed: i
 def whisper_recognizer(model_id: str):
     from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
-    from speechlm import pretrained
+    from speechlm.model import pretrained
 
     path = pretrained.resolve(model_id)
     proc = WhisperProcessor.from_pretrained(path)
@@ -112,7 +112,7 @@ def cut_stats(data, thresholds, min_pause):
     speech, and seconds of speech in the ranges left out as silence (lost). A sentence's speech runs
     from its first to its last frame within 50 dB of its own loudest 5% (measured on the clean clip)."""
     from speechlm.inference import LongForm
-    from speechlm.inference.cut import frame_energy_db, segment_windows
+    from speechlm.model.longform.cut import frame_energy_db, segment_windows
 
     waves = [w for w, _ in data]
     gap = int(0.3 * SR)
@@ -159,7 +159,7 @@ def cut_stats(data, thresholds, min_pause):
 
 
 def main(argv=None):
-    from speechlm.inference import longform
+    from speechlm.model.longform import settings as longform
 
     ap = argparse.ArgumentParser()
     ap.add_argument("-m", "--model", default=None, help="a speechlm model (default: Whisper tiny.en)")
@@ -185,15 +185,16 @@ def main(argv=None):
     ap.add_argument("--strategies", nargs="+", default=None, help="default: all (speechlm.inference.STRATEGIES)")
     ap.add_argument("--singles-default", action="store_true", help="also: one by one through the default strategy")
     ap.add_argument("--cuts", action="store_true", help="no model: where the segments cuts fall (see above)")
-    ap.add_argument("--parts", action="store_true", help="the test split's parts through speechlm.eval, per strategy")
+    ap.add_argument("--parts", action="store_true", help="the test split's parts through `speechlm eval`, per strategy")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    from speechlm import inference, wer
-    from speechlm.inference.batching import transcribe_long
-    from speechlm.inference.cut import windows
-    from speechlm.inference.longform import LongForm
+    from speechlm import inference
+    from speechlm.model.longform.batching import transcribe_long
+    from speechlm.model.longform.cut import windows
+    from speechlm.model.longform.settings import LongForm
+    from speechlm.scoring import wer
 
     data = load_sentences(args.data)
     if args.cuts:
@@ -202,7 +203,7 @@ def main(argv=None):
             Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
         return
     if args.parts:
-        from speechlm import by_part
+        from speechlm.scoring import by_part
 
         model, rows = inference.load_model(args.model), []
         for strategy in args.strategies or longform.STRATEGIES:

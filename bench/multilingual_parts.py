@@ -26,7 +26,7 @@ def _score(lang: str, refs: list[str], hyps: list[str]) -> float:
     import jiwer
     from transformers.models.whisper.english_normalizer import BasicTextNormalizer
 
-    from speechlm import wer
+    from speechlm.scoring import wer
 
     if lang == "en":
         return wer.score(refs, hyps)["wer"]
@@ -56,9 +56,9 @@ def main() -> None:
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
 
-    from speechlm import by_part
     from speechlm.demo import lexicon, multilingual
     from speechlm.inference import evaluate, load_model
+    from speechlm.scoring import by_part
 
     model = load_model(args.model)
     result = evaluate(model, args.data, n=args.n or None, split=args.split, batch_size=16)

@@ -20,8 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from speechlm import by_part, wer  # noqa: E402
 from speechlm.inference import condition, evaluate, load_model  # noqa: E402
+from speechlm.scoring import (
+    by_part,  # noqa: E402
+    wer,  # noqa: E402
+)
 
 CONDITIONS = [("clean", None, False), ("20 dB", 20.0, False), ("10 dB", 10.0, False), ("5 dB", 5.0, False)]
 CONDITIONS += [("reverb", None, True)]

@@ -33,13 +33,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from speechlm import audio, text, tiny  # noqa: E402
+from speechlm import audio, text  # noqa: E402
 from speechlm import config as C  # noqa: E402
 from speechlm.config import Config, DataSet  # noqa: E402
 from speechlm.data import Collator, TrainLoader  # noqa: E402
 from speechlm.data.augment import Augmenter  # noqa: E402
 from speechlm.data.catalog import load_catalog  # noqa: E402
 from speechlm.data.epoch_plan import plan_epoch  # noqa: E402
+from speechlm.model import tiny  # noqa: E402
 from speechlm.model.encoders import family_for  # noqa: E402
 
 WORDS = "the cat sat on a mat and dog ran in park with ball she said that he would come back later".split()

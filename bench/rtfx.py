@@ -8,7 +8,7 @@ Clips: the first N of the built-in corpus's test split (shards/synthetic, ~3 s e
 Rows, all on the same clips in one process, one after the other:
 - speechlm at each batch size (speechlm.inference.transcribe_waves: clips sorted by length,
   batched, generate with the KV cache);
-- "eval before": the loop speechlm.eval ran before long-form (batches of 8 in dataset order);
+- "eval before": the loop `speechlm eval` ran before long-form (batches of 8 in dataset order);
 - Whisper tiny.en (`offline/whisper-tiny.en`, WhisperForConditionalGeneration.generate, its stock
   30 s padded features) at each batch size.
 Wall RTFx is audio / wall seconds; CPU RTFx is audio / process CPU seconds (a fairer figure on a
@@ -46,8 +46,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from speechlm import audio, pretrained, wer
+    from speechlm import audio
     from speechlm.inference import dataset_clips, load_model, transcribe_waves
+    from speechlm.model import pretrained
+    from speechlm.scoring import wer
 
     _, clips = dataset_clips(args.data, "test")
     data = [(wave, ref) for _, (_cid, wave, ref) in zip(range(args.clips), clips)]  # decoded by the reader
@@ -78,7 +80,7 @@ def main(argv=None):
         texts, wall, cpu = timed(lambda b=b: transcribe_waves(model, waves, batch_size=b))
         row("speechlm", b, texts, wall, cpu)
 
-    def old_eval_loop():  # speechlm.eval before this change: batches of 8 in dataset order
+    def old_eval_loop():  # `speechlm eval` before this change: batches of 8 in dataset order
         out = []
         for i in range(0, len(waves), 8):
             out.extend(model.transcribe(waves[i : i + 8]))

@@ -13,7 +13,7 @@ bad inputs expect speechlm's statuses: it runs against speechlm's server only.
 
 1. Throughput: the test split's clips sent one at a time, then by `--clients` concurrent clients
    (each clip once): audio seconds per wall second, p50 and p95 latency, and whether every text is
-   speechlm.transcribe's (`transcribe_waves` in this process, before the server starts).
+   `speechlm transcribe`'s (`transcribe_waves` in this process, before the server starts).
 2. Short requests stay short: a ~2 s clip's latency alone, then while a `--long-seconds` recording
    (the clips with pauses between them) is being transcribed; the ratio of the two.
 3. Soak: `--soak` requests, `--clients` at a time, a third of them bad inputs (not audio, empty,
@@ -317,7 +317,7 @@ def main(argv=None):
     waves = [w for w, _ in kept]
     long_wave = recording(waves, args.long_seconds)
     short_i = int(np.argmin([abs(len(w) / SR - 2.0) for w in waves]))
-    # speechlm.transcribe's texts, in this process, before the server takes the cores
+    # `speechlm transcribe`'s texts, in this process, before the server takes the cores
     model = load_model(args.model)
     refs = transcribe_waves(model, [*waves, long_wave])
     del model

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Live transcription (speechlm.inference.streaming) fed at real time: latency of committed words,
+"""Live transcription (speechlm.model.longform.streaming) fed at real time: latency of committed words,
 final WER against the offline long-form route, streams sustained, retractions.
 
     python bench/streaming.py -m outputs/demo/final [--data shards/demo] [--minutes 3] [--threads 2]
@@ -79,7 +79,7 @@ def stopwatch(kind: str):
 def run_streams(model, waves: list[np.ndarray], settings, tick: float, clock_kind: str = "wall") -> list[dict]:
     """Feed `waves` to one stream each on the clock (module docstring); per stream its events with the
     clock time of each, the final text, and the clock's totals."""
-    from speechlm.inference.streaming import Streamer, feed_many
+    from speechlm.model.longform.streaming import Streamer, feed_many
 
     now = stopwatch(clock_kind)
     streams = [Streamer(model, settings) for _ in waves]
@@ -139,7 +139,7 @@ def pct(xs, q):
 
 
 def single(model, wave, refs, spans, settings, tick, offline_wer, clock_kind):
-    from speechlm import wer
+    from speechlm.scoring import wer
 
     (r,) = run_streams(model, [wave], settings, tick, clock_kind)
     every, first = latencies(r["log"], spans)
@@ -210,8 +210,8 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    from speechlm import wer
     from speechlm.inference import StreamSettings, load_model, transcribe_waves
+    from speechlm.scoring import wer
 
     model = load_model(args.model)
     wave, refs, spans = recording(load_sentences(args.data), args.minutes * 60)

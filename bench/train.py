@@ -58,7 +58,7 @@ def _setup(steps: int, out: str):
 
     from speechlm.model import build_model
     from speechlm.train import optim
-    from speechlm.train.data import make_loaders
+    from speechlm.train.inputs import make_loaders
 
     cfg = load_cfg(steps, out)
     set_seed(cfg.training.seed)

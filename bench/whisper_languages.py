@@ -30,7 +30,7 @@ def _score(lang: str, refs: list[str], hyps: list[str], kana) -> float:
     import jiwer
     from transformers.models.whisper.english_normalizer import BasicTextNormalizer
 
-    from speechlm import wer
+    from speechlm.scoring import wer
 
     if lang == "en":
         return wer.score(refs, hyps)["wer"]

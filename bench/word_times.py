@@ -7,7 +7,7 @@ heads for tiny.en), on the same clips with true word times; and what the times c
 
 Boundary error: `shards/timed` (built first when missing: espeak-ng words spoken one by one and joined
 with measured silences, so each word's start and end are exact; speechlm/demo/timed.py), words matched
-by jiwer's alignment of normalized words (speechlm.boundaries). Rows split by the clip's word pool
+by jiwer's alignment of normalized words (speechlm.scoring.boundaries). Rows split by the clip's word pool
 (common English words / the demo corpus's words). Speed: RTFx (audio seconds per wall second) of
 `transcribe_waves` and `transcribe_timed` on the same clips, alternating, at each batch size.
 """
@@ -52,7 +52,7 @@ def whisper_words(model_id: str, waves) -> list[list[dict]]:
 
 
 def boundary_rows(name: str, clips, hyps) -> list[dict]:
-    from speechlm.boundaries import score_boundaries
+    from speechlm.scoring.boundaries import score_boundaries
 
     rows = []
     for pool in ("common", "demo"):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from speechlm import runpod  # noqa: E402
+from speechlm.commands.runpod import main  # noqa: E402
 from speechlm.runpod import *  # noqa: E402, F403  (`import runpod` with launch/ on the path: the same names)
 
 if __name__ == "__main__":
-    sys.exit(runpod.main(prog="launch/runpod.py"))
+    sys.exit(main(prog="launch/runpod.py"))

@@ -3,6 +3,6 @@
 
 import sys
 
-from speechlm.cli import main
+from speechlm.commands import main
 
 sys.exit(main())

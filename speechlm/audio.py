@@ -20,6 +20,7 @@ from speechlm.audio_checks import (  # noqa: F401  (the checks' names, for every
     MAX_CHANNELS,
     MAX_SAMPLE_RATE,
     MIN_SAMPLE_RATE,
+    SAMPLE_RATE,
     AudioError,
     check_clip,
     check_clips,
@@ -27,8 +28,6 @@ from speechlm.audio_checks import (  # noqa: F401  (the checks' names, for every
     mix_down,
     prepare,
 )
-
-SAMPLE_RATE = 16000
 
 
 class AudioNotFound(AudioError):

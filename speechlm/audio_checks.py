@@ -14,7 +14,7 @@ server, an exported model's `transcribe` and its pipeline. A bad clip gets a nam
 A clip shorter than the encoder's smallest input (one hop) is no error: the feature extractor pads it
 with silence (speechlm.model.encoders.base.LogMelFeatures) and it is transcribed as the silence it is.
 
-numpy and the standard library only: the export carries this file verbatim (speechlm.export.generate).
+numpy and the standard library only: the export carries this file verbatim (speechlm.model.folder.generate).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 
 log = logging.getLogger("speechlm.audio")
 
+SAMPLE_RATE = 16_000  # every clip, everywhere in speechlm: 1-D float32 mono at this rate (docs/design.md)
 MIN_SAMPLE_RATE = 1_000  # below: no speech band survives (a header saying 1 Hz is a decode bomb)
 MAX_SAMPLE_RATE = 768_000  # the highest rate audio interfaces record at
 MAX_CHANNELS = 64  # a large microphone array; more is no recording

@@ -1,7 +1,7 @@
 """Shared fixtures, and the layout of tests/.
 
 Layout: tests/<pkg>/ holds the tests of speechlm/<pkg> (tests/model/ for speechlm/model/, ...);
-a test file directly in tests/ tests a top-level module (tests/test_wer.py: speechlm/wer.py) or the
+a test file directly in tests/ tests a top-level module (tests/test_text.py: speechlm/text.py) or the
 whole package (imports, structure); tests/test_structure.py keeps it so. A folder's own fixtures live
 in its conftest.py; the ones several folders use live here.
 

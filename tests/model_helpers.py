@@ -8,9 +8,10 @@ from speechlm.config import Config, ModelConfig, TrainingConfig
 
 
 def tiny_config(
-    decoder="tiny/qwen3_5", stride=1, calibrate=False, encoder="tiny/granite_speech5", **training
+    decoder="tiny/qwen3_5", stride=1, calibrate=False, encoder="tiny/granite_speech5", use_lora=True, **training
 ) -> Config:
     m = ModelConfig(
+        use_lora=use_lora,
         audio_model_id=encoder,
         text_model_id=decoder,
         projector_hidden_dim=64,

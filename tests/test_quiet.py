@@ -14,7 +14,7 @@ from paths import REPO
 SCRIPT = """
 import sys
 from speechlm import quiet
-quiet.take_flag(sys.argv[1:])  # the first two lines of speechlm.cli.main
+quiet.take_flag(sys.argv[1:])  # the first two lines of speechlm.commands.main
 quiet.install()
 from transformers import LlamaConfig, LlamaForCausalLM
 m = LlamaForCausalLM(LlamaConfig(hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,

@@ -8,8 +8,8 @@ import pytest
 import srt
 import webvtt
 
-from speechlm.boundaries import BoundaryErrors, normalize_word, score_boundaries
 from speechlm.model.align import Word
+from speechlm.scoring.boundaries import BoundaryErrors, normalize_word, score_boundaries
 from speechlm.subtitles import cues, to_json, to_srt, to_vtt, transformers_chunks
 
 WORDS = [

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
+from speechlm.audio_checks import MIN_SAMPLE_RATE, SAMPLE_RATE
 from speechlm.config.errors import ConfigError
 
 
@@ -122,8 +123,10 @@ class AugmentConfig:
             if not seq:
                 raise ConfigError(f"{key}: empty (give at least one, or set the transform's prob to 0)")
         for i, r in enumerate(self.bandlimit.sample_rates):
-            if not 1000 <= r < 16000:
-                raise ConfigError(f"{prefix}.bandlimit.sample_rates[{i}]: a rate in [1000, 16000) Hz, got {r}")
+            if not MIN_SAMPLE_RATE <= r < SAMPLE_RATE:
+                raise ConfigError(
+                    f"{prefix}.bandlimit.sample_rates[{i}]: a rate in [{MIN_SAMPLE_RATE}, {SAMPLE_RATE}) Hz, got {r}"
+                )
         s = self.spec
         for key in ("time_masks", "freq_masks", "freq_mask_max_bins"):
             if getattr(s, key) < 0:

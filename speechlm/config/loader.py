@@ -266,14 +266,21 @@ def _type_name(tp) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+# keys that moved to their one home: section -> {old key: where it lives now}
+MOVED = {"training": {"use_lora": "model.use_lora"}}
+
+
 def build(schema, raw: dict, origin: dict | None = None, prefix: str = ""):
     """Instantiate dataclass `schema` from a mapping, naming any bad key."""
     origin = origin or {}
     hints = typing.get_type_hints(schema)
     names = {f.name for f in dataclasses.fields(schema)}
+    moved = MOVED.get(prefix, {})
     kwargs = {}
     for k, v in raw.items():
         key = f"{prefix}.{k}" if prefix else str(k)
+        if k in moved:
+            raise ConfigError(f"'{key}'{_where(key, origin)} is set in one place now: '{moved[k]}'")
         if k not in names:
             where = _where(key, origin)
             raise ConfigError(f"unknown key '{key}'{where}{_nearest(str(k), names)}")

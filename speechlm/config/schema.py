@@ -131,7 +131,6 @@ class TrainingConfig:
     freeze_language_model: bool = True
     freeze_text_embed_tokens: bool = True
     freeze_projector: bool = False
-    use_lora: bool | None = None  # overrides model.use_lora when set
     max_nonfinite_in_a_row: int = 10
     # the first N optimizer steps train the projector alone by CTC over the decoder's vocabulary
     # (speechlm.model.ctc): no decoder forward, a fraction of an LM step's cost
@@ -140,7 +139,7 @@ class TrainingConfig:
     # word timestamps are aligned on (speechlm.model.align); 0 turns it off
     ctc_weight: float = 0.3
     # at every evaluation after the CTC warm start, also transcribe this many clips of each eval set
-    # and log WER per part named in the clip ids (speechlm.by_part: eval/wer/<part>, eval/empty_share/<part>)
+    # and log WER per part named in the clip ids (speechlm.scoring.by_part: eval/wer/<part>, eval/empty_share/<part>)
     eval_transcribe_clips: int = 0
     # a grad norm above this is logged as a warning, except in the first steps of each phase (the CTC
     # warm start, the LM phase), where a fresh projector or fresh adapters have large ones by nature
@@ -189,7 +188,7 @@ class Config:
             "data.io_timeout_s": d.io_timeout_s,
             "data.cache_max_gb": d.cache_max_gb,
         }
-        if m.use_lora if t.use_lora is None else t.use_lora:
+        if m.use_lora:
             positive["model.lora_rank"] = m.lora_rank
         key, value = self._micro_batch()
         positive[key] = value

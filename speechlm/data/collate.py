@@ -37,13 +37,10 @@ class Collator:
         self._prompts: dict[int, list[int]] = {}
 
     @classmethod
-    def from_config(cls, cfg, tokenizer, family=None) -> Collator:
-        """`family` defaults to the one `model.audio_model_id` names (read from its config)."""
+    def from_config(cls, cfg, tokenizer, family) -> Collator:
+        """`family`: the run's encoder family (speechlm.model.encoders), resolved once by the caller
+        (the trainer holds it), so the data layer never looks a model up."""
         m = cfg.model
-        if family is None:
-            from speechlm.model.encoders import family_for  # data's one upward import: the encoder's features
-
-            family = family_for(m.audio_model_id, m.trust_remote_code)
         return cls(
             tokenizer,
             prompt=m.prompt,

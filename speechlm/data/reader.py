@@ -34,7 +34,7 @@ from speechlm.data.epoch_plan import PAD, Block
 log = logging.getLogger(__name__)
 
 # a silent second: the padding clip of last resort, when not even the designated clip can be read
-_SILENCE = {"id": "<pad>", "text": "", "audio": np.zeros(16000, dtype=np.float32)}
+_SILENCE = {"id": "<pad>", "text": "", "audio": np.zeros(audio_io.SAMPLE_RATE, dtype=np.float32)}
 
 
 def _split_key(name: str):

@@ -4,8 +4,8 @@ The core never imports it: it plugs in through the `speechlm.plugins` entry poin
 loaded by speechlm.plugins.load), which registers its shard source kinds. Importing this package
 imports nothing else, so loading the plug-in stays cheap.
 
-- cli.py: the command's stages (shards, weights, training, transcription, word times, plots);
-  `python -m speechlm.demo` (__main__.py) and `speechlm demo` run it.
+- stages.py: the demo's stages (shards, weights, training, transcription, word times, plots);
+  `speechlm demo` (speechlm/commands/demo.py) and `python -m speechlm.demo` run them.
 - grammar.py: the built-in grammar (52 words, 15 sentence shapes, held-out words), distinct
   sentences per split, espeak-ng speech, and `SyntheticConfig`, the `synthetic:` section.
 - corpus.py: the listening corpus (random word orders and sentences; test parts seen, unseen, random).

@@ -1,6 +1,8 @@
-"""python -m speechlm.demo: the demo's command (speechlm.demo.cli), the same as `speechlm demo`."""
+"""`python -m speechlm.demo` is `speechlm demo`: the command is speechlm/commands/demo.py.
 
-from speechlm.demo.cli import main
+An alias, run by name as `python -m` runs a module, so that nothing below the commands imports one
+(tests/test_imports.py holds every such alias to these three lines)."""
 
-if __name__ == "__main__":
-    main()
+import runpy
+
+runpy.run_module("speechlm.commands.demo", run_name="__main__", alter_sys=True)

@@ -155,7 +155,7 @@ def rows(cfg, split: str) -> list[tuple[str, str, tuple]]:
     rng = random.Random(f"{cfg.seed}-{split}-voices")
     out = []
     for i, text in enumerate(texts):
-        # test ids name their half ("test-seen-00003", "test-unseen-00001"): a part (speechlm.by_part)
+        # test ids name their half ("test-seen-00003", "test-unseen-00001"): a part (speechlm.scoring.by_part)
         half = "unseen" if has_unseen_word(text) else "seen"
         name = f"{split}-{half}" if split == "test" and cfg.unseen_test else split
         spec = (text, rng.choice(cfg.voices), rng.choice(cfg.speeds), rng.choice(cfg.pitches))

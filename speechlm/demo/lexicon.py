@@ -7,7 +7,7 @@ reads kana, not kanji), and its sentences avoid the particle は (espeak-ng says
 Nouns carry their grammatical gender where the language has one (the article and the adjective
 agree with it); French adjectives that go before the noun say so.
 
-The held-out entries (HELD_OUT) occur in no training or eval sentence: the test split's `unseen`
+The held-out entries (HELD_OUT_BY_LANGUAGE) occur in no training or eval sentence: the test split's `unseen`
 part is made of sentences holding one of them, as in the English demo (speechlm.demo.grammar).
 """
 
@@ -49,7 +49,7 @@ NAMES = {  # the same person in every language; Japanese in katakana
     "Marco": "マルコ",
     "Leo": "レオ",
 }
-PLACES = {  # English -> (es, de, fr, ja)
+PLACES_BY_LANGUAGE = {  # English -> (es, de, fr, ja)
     "London": ("Londres", "London", "Londres", "ロンドン"),
     "Paris": ("París", "Paris", "Paris", "パリ"),
     "Berlin": ("Berlín", "Berlin", "Berlin", "ベルリン"),
@@ -58,7 +58,7 @@ PLACES = {  # English -> (es, de, fr, ja)
     # not Vienna: in a sentence espeak-ng spells ウィーン's small ィ and its ー as "Japanese letter"
     "Milan": ("Milán", "Mailand", "Milan", "ミラノ"),
 }
-NOUNS = [
+NOUNS_BY_LANGUAGE = [
     Noun("dog", "perro", "m", "Hund", "m", "chien", "m", "いぬ", True),
     Noun("cat", "gato", "m", "Katze", "f", "chat", "m", "ねこ", True),
     Noun("car", "coche", "m", "Auto", "n", "voiture", "f", "くるま"),
@@ -69,7 +69,7 @@ NOUNS = [
     Noun("window", "ventana", "f", "Fenster", "n", "fenêtre", "f", "まど"),
     Noun("bag", "bolsa", "f", "Tasche", "f", "sac", "m", "かばん"),
 ]
-ADJECTIVES = [
+ADJECTIVES_BY_LANGUAGE = [
     Adjective("red", ("rojo", "roja"), "rot", ("rouge", "rouge"), "あかい"),
     Adjective("big", ("grande", "grande"), "groß", ("grand", "grande"), "おおきい", fr_before=True),
     Adjective("small", ("pequeño", "pequeña"), "klein", ("petit", "petite"), "ちいさい", fr_before=True),
@@ -78,7 +78,7 @@ ADJECTIVES = [
     Adjective("white", ("blanco", "blanca"), "weiß", ("blanc", "blanche"), "しろい"),
     Adjective("black", ("negro", "negra"), "schwarz", ("noir", "noire"), "くろい"),
 ]
-VERBS = {  # simple past, with a direct object: English -> (es, de, fr, ja)
+VERBS_BY_LANGUAGE = {  # simple past, with a direct object: English -> (es, de, fr, ja)
     "saw": ("vio", "sah", "a vu", "みました"),
     "found": ("encontró", "fand", "a trouvé", "みつけました"),
     "bought": ("compró", "kaufte", "a acheté", "かいました"),
@@ -87,12 +87,12 @@ VERBS = {  # simple past, with a direct object: English -> (es, de, fr, ja)
     "opened": ("abrió", "öffnete", "a ouvert", "あけました"),
     "painted": ("pintó", "malte", "a peint", "ぬりました"),
 }
-TIMES = {  # English -> (es, de, fr, ja)
+TIMES_BY_LANGUAGE = {  # English -> (es, de, fr, ja)
     "yesterday": ("ayer", "gestern", "hier", "きのう"),
     "today": ("hoy", "heute", "aujourd'hui", "きょう"),
 }
 # one more of each kind, never in train or eval: the `unseen` part of the test split
-HELD_OUT = {
+HELD_OUT_BY_LANGUAGE = {
     "names": {"Clara": "クララ"},
     "places": {"Madrid": ("Madrid", "Madrid", "Madrid", "マドリード")},
     "nouns": [Noun("piano", "piano", "m", "Klavier", "n", "piano", "m", "ピアノ")],

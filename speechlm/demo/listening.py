@@ -1,7 +1,7 @@
 """The demo's words for the parts of its corpora's held-out splits: does the model listen?
 
 The parts are named in the clip ids (speechlm.demo.corpus, .nonspeech) and scored by the core
-(speechlm.by_part): `seen` (new sentences of training words), `unseen` (sentences holding words never
+(speechlm.scoring.by_part): `seen` (new sentences of training words), `unseen` (sentences holding words never
 heard), `random` (random orders of training words) by WER; `nonspeech` by the share of clips
 transcribed as empty. This module gives them their labels in the lines the demo prints.
 """
@@ -18,7 +18,7 @@ LABELS = {
 
 
 def summary_lines(parts: dict[str, dict]) -> list[str]:
-    """One line per part of speechlm.by_part.score's result: its WER, or the share said empty."""
+    """One line per part of speechlm.scoring.by_part.score's result: its WER, or the share said empty."""
     order = [p for p in LABELS if p in parts] + sorted(p for p in parts if p not in LABELS)
     lines = []
     for part in order:

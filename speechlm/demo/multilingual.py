@@ -7,7 +7,7 @@ English translation. The parts are those of the English demo (speechlm.demo.corp
 
 - train: grammar sentences (TRAIN shapes) and random orders of the language's training words;
 - `seen`: sentences of shapes training never makes (TEST shapes), training words only;
-- `unseen`: training shapes, each sentence holding a held-out word (lexicon.HELD_OUT);
+- `unseen`: training shapes, each sentence holding a held-out word (lexicon.HELD_OUT_BY_LANGUAGE);
 - `random`: new random orders of training words, where the language model's prior is no help;
 - `translate` (not for en): held-out TEST-shape sentences whose task is translation into English.
 
@@ -234,13 +234,13 @@ TEST = [
 
 
 def _pools(held_out: bool) -> dict:
-    names = dict(L.NAMES, **(L.HELD_OUT["names"] if held_out else {}))
+    names = dict(L.NAMES, **(L.HELD_OUT_BY_LANGUAGE["names"] if held_out else {}))
     return {
         "names": names,
-        "places": dict(L.PLACES, **(L.HELD_OUT["places"] if held_out else {})),
-        "nouns": L.NOUNS + (L.HELD_OUT["nouns"] if held_out else []),
-        "adjectives": L.ADJECTIVES + (L.HELD_OUT["adjectives"] if held_out else []),
-        "verbs": dict(L.VERBS, **(L.HELD_OUT["verbs"] if held_out else {})),
+        "places": dict(L.PLACES_BY_LANGUAGE, **(L.HELD_OUT_BY_LANGUAGE["places"] if held_out else {})),
+        "nouns": L.NOUNS_BY_LANGUAGE + (L.HELD_OUT_BY_LANGUAGE["nouns"] if held_out else []),
+        "adjectives": L.ADJECTIVES_BY_LANGUAGE + (L.HELD_OUT_BY_LANGUAGE["adjectives"] if held_out else []),
+        "verbs": dict(L.VERBS_BY_LANGUAGE, **(L.HELD_OUT_BY_LANGUAGE["verbs"] if held_out else {})),
     }
 
 
@@ -248,7 +248,11 @@ def draw(rng: random.Random, held_out: bool = False) -> dict:
     """One draw of every slot; with held_out the pools also hold the held-out entries."""
     p = _pools(held_out)
     n, m = rng.sample(sorted(p["names"]), 2)
-    place, verb, time = rng.choice(sorted(p["places"])), rng.choice(sorted(p["verbs"])), rng.choice(sorted(L.TIMES))
+    place, verb, time = (
+        rng.choice(sorted(p["places"])),
+        rng.choice(sorted(p["verbs"])),
+        rng.choice(sorted(L.TIMES_BY_LANGUAGE)),
+    )
     return {
         "names": p["names"],
         "N": n,
@@ -258,7 +262,7 @@ def draw(rng: random.Random, held_out: bool = False) -> dict:
         "V": verb,
         "verb": p["verbs"][verb],
         "T": time,
-        "time": L.TIMES[time],
+        "time": L.TIMES_BY_LANGUAGE[time],
         "noun": rng.choice(p["nouns"]),
         "adj": rng.choice(p["adjectives"]),
     }
@@ -275,7 +279,7 @@ def sentence(rng: random.Random, lang: str, shapes: list[dict], held_out: bool =
 
 
 def _holds_held_out(english: str) -> bool:
-    ho = L.HELD_OUT
+    ho = L.HELD_OUT_BY_LANGUAGE
     words = {w.strip(",.?") for w in english.split()}
     held = set(ho["names"]) | set(ho["places"]) | set(ho["verbs"])
     held |= {n.en for n in ho["nouns"]} | {a.en for a in ho["adjectives"]}
@@ -287,11 +291,11 @@ def training_words(lang: str) -> list[str]:
     forms split; Japanese entries whole), no held-out word."""
     forms = (
         [L.NAMES[n] if lang == "ja" else n for n in L.NAMES]
-        + [_of(v, lang, k) for k, v in L.PLACES.items()]
-        + [_of(v, lang, k) for k, v in L.VERBS.items()]
-        + [_of(v, lang, k) for k, v in L.TIMES.items()]
-        + [getattr(n, lang) for n in L.NOUNS]
-        + [predicate(lang, L.NOUNS[0], a) for a in L.ADJECTIVES]
+        + [_of(v, lang, k) for k, v in L.PLACES_BY_LANGUAGE.items()]
+        + [_of(v, lang, k) for k, v in L.VERBS_BY_LANGUAGE.items()]
+        + [_of(v, lang, k) for k, v in L.TIMES_BY_LANGUAGE.items()]
+        + [getattr(n, lang) for n in L.NOUNS_BY_LANGUAGE]
+        + [predicate(lang, L.NOUNS_BY_LANGUAGE[0], a) for a in L.ADJECTIVES_BY_LANGUAGE]
     )
     return sorted({w for f in forms for w in (f.split() if lang != "ja" else [f])})
 

@@ -12,7 +12,8 @@ import random
 
 import numpy as np
 
-SR = 16000
+from speechlm.audio_checks import SAMPLE_RATE
+
 KINDS = ("silence", "white", "pink", "brown", "tone", "clicks")
 LEVELS_DBFS = (-60.0, -45.0, -30.0, -18.0)  # RMS of the noise kinds; tones and clicks draw too
 
@@ -34,7 +35,7 @@ def rows(cfg, split: str) -> list[tuple[str, str, tuple]]:
 def _coloured(g: np.random.Generator, n: int, exponent: float) -> np.ndarray:
     """Noise with power ~ 1/f^exponent (0 white, 1 pink, 2 brown), by shaping a white spectrum."""
     spec = np.fft.rfft(g.standard_normal(n))
-    f = np.fft.rfftfreq(n, 1 / SR)
+    f = np.fft.rfftfreq(n, 1 / SAMPLE_RATE)
     f[0] = f[1]
     return np.fft.irfft(spec / f ** (exponent / 2), n)
 
@@ -43,8 +44,8 @@ def synthesize(spec: tuple) -> np.ndarray:
     """16 kHz mono float32 for a spec from rows()."""
     _, kind, seconds, level, seed = spec
     g = np.random.default_rng(seed)
-    n = int(seconds * SR)
-    t = np.arange(n) / SR
+    n = int(seconds * SAMPLE_RATE)
+    t = np.arange(n) / SAMPLE_RATE
     if kind == "silence":
         # digital zero, or a faint hiss as from a quiet room
         x = np.zeros(n) if g.random() < 0.5 else g.standard_normal(n)
@@ -56,7 +57,7 @@ def synthesize(spec: tuple) -> np.ndarray:
         for _ in range(g.integers(1, 4)):
             f0, f1 = g.uniform(100, 3000, size=2)
             f1 = f0 if g.random() < 0.5 else f1  # steady or gliding
-            x += np.sin(2 * np.pi * np.cumsum(np.linspace(f0, f1, n)) / SR + g.uniform(0, 2 * np.pi))
+            x += np.sin(2 * np.pi * np.cumsum(np.linspace(f0, f1, n)) / SAMPLE_RATE + g.uniform(0, 2 * np.pi))
         x *= np.minimum(1.0, np.minimum(t, t[-1] - t) / 0.02)  # 20 ms ramps: no click at the edges
     else:  # clicks: short decaying impulses at random times
         x = np.zeros(n)

@@ -3,7 +3,7 @@ built-in espeak-ng corpora as shard source kinds, `synthetic` (grammar sentences
 corpus, non-speech clips), `timed` (words with true times) and `multilingual` (one language of the
 multilingual listening corpus).
 
-The demo's eval parts need no registration: a clip's part is named in its id (speechlm.by_part).
+The demo's eval parts need no registration: a clip's part is named in its id (speechlm.scoring.by_part).
 """
 
 from speechlm.demo.multilingual_source import Multilingual

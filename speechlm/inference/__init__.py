@@ -7,13 +7,11 @@
     evaluate(model, "shards/demo", n=200)                 # corpus WER, worst clips, rows
     stream = Streamer(model, StreamSettings())            # live: stream.feed(piece) -> committed text
 
-Modules: the long-form cut, numpy only and carried verbatim by the export (longform.py: `LongForm`,
-the settings; cut.py: the ranges; stitch.py: texts and times put back together; batching.py: every
-window of every clip as one sorted, batched job); streaming.py (live transcription: `Streamer`;
-stream_settings.py: its `StreamSettings` and `StreamEvent`s; numpy only like the long-form modules); transcribe.py (a
-model's transcripts); args.py (the CLIs' long-form flags -> `LongForm`); bases.py (`--base PART=PATH`, and the local
-bases a checkpoint's run trained on); load.py (`-m MODEL` -> a model); datasets.py and evaluation.py (test sets, WER,
-word-time scores).
+Modules: transcribe.py (a model's transcripts, the long-form cut of speechlm.model.longform around the
+model's batches); args.py (the CLIs' long-form flags -> `LongForm`); bases.py (`--base PART=PATH`, and the
+local bases a checkpoint's run trained on); load.py (`-m MODEL` -> a model); datasets.py and evaluation.py
+(test sets, WER, word-time scores). The long-form and live (`Streamer`) modules are numpy only and live in
+speechlm.model.longform, since every model folder carries them; their names are here for every caller.
 
 load.py, datasets.py and evaluation.py pull in the model stack and the data reader (torch,
 transformers): they are imported when one of their names is first used, so a CLI parses and checks
@@ -24,16 +22,6 @@ from __future__ import annotations
 
 from speechlm.inference.args import add_long_form_args, check_max_seconds, long_form_from_args
 from speechlm.inference.bases import add_base_args, bases_from_args, run_bases
-from speechlm.inference.longform import DEFAULT_LONG_FORM, SAMPLE_RATE, STRATEGIES, WINDOW_SECONDS, LongForm
-from speechlm.inference.stitch import timed_clip
-from speechlm.inference.streaming import (
-    DEFAULT_STREAM_SETTINGS,
-    Streamer,
-    StreamEvent,
-    StreamSettings,
-    feed_many,
-    stream_wave,
-)
 from speechlm.inference.transcribe import (
     MAX_SECONDS,
     batch_transcriber,
@@ -43,6 +31,16 @@ from speechlm.inference.transcribe import (
     transcribe_files,
     transcribe_timed,
     transcribe_waves,
+)
+from speechlm.model.longform.settings import DEFAULT_LONG_FORM, SAMPLE_RATE, STRATEGIES, WINDOW_SECONDS, LongForm
+from speechlm.model.longform.stitch import timed_clip
+from speechlm.model.longform.streaming import (
+    DEFAULT_STREAM_SETTINGS,
+    Streamer,
+    StreamEvent,
+    StreamSettings,
+    feed_many,
+    stream_wave,
 )
 
 # names of the modules that need the model stack, imported on first use (see above)

@@ -7,7 +7,7 @@ import argparse
 import math
 
 from speechlm.config import ConfigError
-from speechlm.inference.longform import DEFAULT_LONG_FORM, OVERLAP_SECONDS, STRATEGIES, WINDOW_SECONDS, LongForm
+from speechlm.model.longform.settings import DEFAULT_LONG_FORM, OVERLAP_SECONDS, STRATEGIES, WINDOW_SECONDS, LongForm
 
 # LongForm's fields set by a flag, and the flag; the others (the silence kept around speech) keep their
 # defaults on the command line

@@ -1,13 +1,13 @@
 """Where a model's local bases are: the `--base PART=PATH` flag of every command that takes `-m`
 (transcribe, eval, export, serve), and the run a checkpoint was trained in.
 
-A model folder names a base that was a local folder by its name and sha256 only (speechlm.model.io:
+A model folder names a base that was a local folder by its name and sha256 only (speechlm.model.folder.io:
 no path of the training machine is recorded in it). A checkpoint inside a run folder
 (`RUN/checkpoints/step-N/model`) finds such a base from the run's own resolved config, as the
 trainer recorded it (`step-N/trainer_state.json`, else `RUN/config.yaml`), so on the machine that
 trained it every checkpoint loads with no flag; elsewhere `--base decoder=PATH` (`encoder=PATH`)
 names the folder. Either way the base's sha256 is checked against the recorded one
-(speechlm.model.io.resolve_base). Light: argparse, json and yaml only, so a CLI checks its flags
+(speechlm.model.folder.io.resolve_base). Light: argparse, json and yaml only, so a CLI checks its flags
 before the model stack loads.
 """
 
@@ -17,6 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
+from speechlm import runs
 from speechlm.config import ConfigError
 
 PARTS = ("encoder", "decoder")
@@ -57,9 +58,9 @@ def _run_config(model_folder: Path) -> tuple[dict, Path] | None:
     or None when the folder is not one (an export, a final folder)."""
     step = model_folder.parent
     run = step.parent.parent
-    if model_folder.name != "model" or step.parent.name != "checkpoints":
+    if model_folder.name != runs.MODEL or step.parent.name != runs.CHECKPOINTS:
         return None
-    state = step / "trainer_state.json"
+    state = step / runs.STATE
     if state.is_file():
         try:
             cfg = json.loads(state.read_text()).get("config")
@@ -67,11 +68,11 @@ def _run_config(model_folder: Path) -> tuple[dict, Path] | None:
             cfg = None
         if isinstance(cfg, dict):
             return cfg, run
-    if (run / "config.yaml").is_file():
+    if (run / runs.RUN_CONFIG).is_file():
         import yaml
 
         try:
-            cfg = yaml.safe_load((run / "config.yaml").read_text())
+            cfg = yaml.safe_load((run / runs.RUN_CONFIG).read_text())
         except (OSError, yaml.YAMLError):
             return None
         return (cfg, run) if isinstance(cfg, dict) else None

@@ -1,6 +1,6 @@
 """Corpus WER of a model on a test set (`evaluate`), as `speechlm eval` prints it and training logs it:
 every clip transcribed as `speechlm transcribe` would (the long-form cut, sorted batches), scored with
-speechlm.wer; with word times (the CTC head) when the set carries true ones or a word threshold is set.
+speechlm.scoring.wer; with word times (the CTC head) when the set carries true ones or a word threshold is set.
 
 A noisy or reverberant test condition (`condition`) is an eval option, never a training setting: noise
 mixed in at exactly X dB SNR (generated coloured noise, or clips from a folder) and/or a synthetic room
@@ -13,14 +13,15 @@ from __future__ import annotations
 import sys
 import time
 
-from speechlm import audio, wer
-from speechlm.boundaries import score_boundaries
+from speechlm import audio
 from speechlm.config import ConfigError
 from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
 from speechlm.data.augment import Augmenter, list_audio
 from speechlm.inference.datasets import dataset_clips
-from speechlm.inference.longform import DEFAULT_LONG_FORM, LongForm
 from speechlm.inference.transcribe import MAX_SECONDS, load_clip, transcribe_timed, transcribe_waves
+from speechlm.model.longform.settings import DEFAULT_LONG_FORM, LongForm
+from speechlm.scoring import wer
+from speechlm.scoring.boundaries import score_boundaries
 
 CHUNK_CLIPS = 512  # clips decoded and sorted by length at a time: bounded memory, little padding
 
@@ -80,17 +81,8 @@ def evaluate(
     stops = {"capped": 0, "loops_truncated": 0}
     t0 = time.perf_counter()
     for chunk in _chunks(clips, n, CHUNK_CLIPS):
-        waves, keep = [], []
-        for cid, src, ref in chunk:
-            try:
-                wave = load_clip(src, cid, max_seconds)
-            except ConfigError as e:
-                skipped += 1
-                print(f"skip {e}", file=sys.stderr)
-                continue
-            waves.append(wave if corrupt is None else corrupt(wave, 0, str(cid)))
-            keep.append((cid, ref))
-            audio_seconds += len(wave) / audio.SAMPLE_RATE
+        waves, keep, bad, seconds = _loaded(chunk, max_seconds, corrupt)
+        skipped, audio_seconds = skipped + bad, audio_seconds + seconds
         if waves:
             run = (long_form, batch_size, stops, word_threshold, drop_unsupported)
             rows += _transcribe_chunk(model, waves, keep, getattr(clips, "words", {}), *run)
@@ -109,6 +101,24 @@ def evaluate(
     result["worst"] = sorted(rows, key=lambda r: -r["errors"])[:5]
     result["rows"] = rows
     return result
+
+
+def _loaded(chunk, max_seconds: float | None, corrupt) -> tuple[list, list, int, float]:
+    """(waves, their (id, reference), clips skipped, seconds of audio as recorded) of a chunk: a clip that
+    can't be decoded or is too long is skipped and said on stderr; `corrupt` (an eval condition) is
+    applied to each clip kept."""
+    waves, keep, skipped, seconds = [], [], 0, 0.0
+    for cid, src, ref in chunk:
+        try:
+            wave = load_clip(src, cid, max_seconds)
+        except ConfigError as e:
+            skipped += 1
+            print(f"skip {e}", file=sys.stderr)
+            continue
+        waves.append(wave if corrupt is None else corrupt(wave, 0, str(cid)))
+        keep.append((cid, ref))
+        seconds += len(wave) / audio.SAMPLE_RATE
+    return waves, keep, skipped, seconds
 
 
 def _transcribe_chunk(model, waves, keep, truth, long_form, batch_size, stops, threshold, drop) -> list[dict]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from speechlm import runs
 from speechlm.config import ConfigError
 from speechlm.inference.bases import run_bases
 from speechlm.model import from_pretrained
-from speechlm.model.io import is_model_folder
-from speechlm.train.checkpoint import checkpoint_at
+from speechlm.model.folder.io import is_model_folder
 
 
 def local_model(model_dir: str) -> Path | None:
@@ -48,10 +48,10 @@ def load_model(model_dir: str, bases: dict[str, str] | None = None):
 def resolve_model_dir(p: Path) -> Path:
     """A model folder (a run's `final/` too), a checkpoint `step-N/` (its `model/`), or a run dir or its
     `checkpoints/` (the latest complete checkpoint's `model/`)."""
-    for cand in (p, p / "model"):
+    for cand in (p, p / runs.MODEL):
         if is_model_folder(cand):
             return cand
-    step = checkpoint_at(p)
-    if step is not None and is_model_folder(step / "model"):
-        return step / "model"
+    step = runs.checkpoint_at(p)
+    if step is not None and is_model_folder(step / runs.MODEL):
+        return step / runs.MODEL
     raise ConfigError(f"{p} is not a speechlm model folder (no speechlm config.json, model/ or checkpoints/latest)")

@@ -11,10 +11,10 @@ import numpy as np
 
 from speechlm import audio
 from speechlm.config import ConfigError
-from speechlm.inference.batching import transcribe_long, transcribe_windows
-from speechlm.inference.cut import clip_spans as cut_spans
-from speechlm.inference.longform import DEFAULT_LONG_FORM, LongForm
-from speechlm.inference.stitch import timed_clip
+from speechlm.model.longform.batching import transcribe_long, transcribe_windows
+from speechlm.model.longform.cut import clip_spans as cut_spans
+from speechlm.model.longform.settings import DEFAULT_LONG_FORM, LongForm
+from speechlm.model.longform.stitch import timed_clip
 
 MAX_SECONDS = 4 * 3600.0  # the longest input accepted by default: a long meeting
 

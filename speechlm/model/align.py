@@ -18,10 +18,10 @@ How the pieces plug in (none is wired into transcribe, eval, training or the exp
 - hallucination signal: `unsupported_share(words, threshold)` per clip.
 - subtitles: `speechlm.subtitles.to_srt / to_vtt (cues(words) or words)`, `to_json(words, text)`,
   `transformers_chunks(words)` (the pipeline's `chunks`); boundary error against a timed shard set's
-  `"words"` labels (kind timed; `Clips` batches carry them): `speechlm.boundaries.score_boundaries(ref,
+  `"words"` labels (kind timed; `Clips` batches carry them): `speechlm.scoring.boundaries.score_boundaries(ref,
   hyp)`, summed over clips, `.summary()` for medians and p90s.
 This module imports only the standard library, numpy and torch, so an export can carry it verbatim
-(speechlm.export.generate.VERBATIM) next to speechlm_text.py.
+(speechlm.model.folder.generate.VERBATIM) next to speechlm_text.py.
 
 Why a Viterbi of our own rather than a package: torchaudio's `forced_align` does not import beside
 the CPU torch here (shared/README.md). `ctc-forced-aligner` 1.0.2 carries a custom non-OSI licence
@@ -42,9 +42,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-# speechlm.model.ctc.COSINE_SCALE (a test checks they agree; this module imports no sibling so that
-# an export can carry it alone)
-COSINE_SCALE = 20.0
+# the CTC head's scale: its logits are COSINE_SCALE x cosine (speechlm.model.ctc trains it; this
+# module imports no sibling so that an export can carry it alone)
+COSINE_SCALE = 20.0  # logits = 20 x cosine: a confident frame can beat ~50k other tokens
 # a word starts at a token whose text starts with one of these: byte-level BPE's space and newline
 # (GPT-2, SmolLM2, Qwen, Llama 3), SentencePiece's meta space, or a plain space/newline
 BOUNDARY_MARKS = ("Ġ", "Ċ", "▁", " ", "\n", "\t")

@@ -6,13 +6,13 @@ import logging
 
 import numpy as np
 import torch
-from peft import LoraConfig, get_peft_model
+from peft import LoraConfig
 
+from speechlm.audio_checks import SAMPLE_RATE
 from speechlm.config import Config, ConfigError, ModelConfig, TrainingConfig
 from speechlm.model import encoders, parts
-from speechlm.model.hfconfig import text_config
+from speechlm.model.folder.layout import assemble_speechlm
 from speechlm.model.loss import LOSSES, TokenLoss
-from speechlm.model.projector import Projector
 from speechlm.model.speechlm import SpeechLM
 
 log = logging.getLogger(__name__)
@@ -20,11 +20,11 @@ log = logging.getLogger(__name__)
 
 def trainable_parts(mcfg: ModelConfig, tcfg: TrainingConfig) -> dict:
     """Which parts train, from the freeze flags; refuses combinations that can't work."""
-    use_lora = mcfg.use_lora if tcfg.use_lora is None else tcfg.use_lora
+    use_lora = mcfg.use_lora
     if use_lora and not tcfg.freeze_language_model:
         raise ConfigError(
             "training.freeze_language_model=false with LoRA on: full fine-tuning and adapters at once "
-            "is not supported; set model.use_lora=false (or training.use_lora=false) to train the whole decoder"
+            "is not supported; set model.use_lora=false to train the whole decoder"
         )
     parts_ = {
         "encoder": not tcfg.freeze_audio_encoder,
@@ -59,41 +59,23 @@ def lora_config(mcfg: ModelConfig):
 
 
 def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict, family) -> SpeechLM:
-    """Wire loaded parts into a SpeechLM: projector, dtypes, requires_grad, LoRA, the loss. `family`
-    is the encoder's (speechlm.model.encoders), resolved once by the caller. `tokenizer` is None
-    only for a shapes-only build on the meta device (speechlm.model.meta)."""
+    """Wire loaded parts into a SpeechLM for training (speechlm.model.folder.layout.assemble_speechlm, the
+    one assembly a folder's reader shares): freeze flags, fresh LoRA, the projector, the loss, gradient
+    checkpointing. `family` is the encoder's (speechlm.model.encoders), resolved once by the caller.
+    `tokenizer` is None only for a shapes-only build on the meta device (speechlm.model.meta)."""
     mcfg, tcfg = cfg.model, cfg.training
-    for p in list(encoder.parameters()) + list(decoder.parameters()):
-        p.requires_grad_(False)
-    if trainable["encoder"]:
-        encoder.requires_grad_(True)
-    if trainable["decoder"]:
-        decoder.requires_grad_(True)
-    if trainable["embed_tokens"]:
-        decoder.get_input_embeddings().weight.requires_grad_(True)
-    elif trainable["decoder"]:
-        decoder.get_input_embeddings().weight.requires_grad_(False)
-    if trainable["lora"]:
-        # peft casts the adapter weights to float32 (autocast_adapter_dtype) while the base stays bf16
-        decoder = get_peft_model(decoder, lora_config(mcfg), autocast_adapter_dtype=True)
-        if trainable["embed_tokens"]:
-            decoder.get_base_model().get_input_embeddings().weight.requires_grad_(True)
-    dec_cfg = text_config(decoder.config)
-    projector = Projector(
-        family.hidden_size, dec_cfg.hidden_size, mcfg.projector_hidden_dim, mcfg.projector_pool_stride
-    ).to(parts.DTYPES[mcfg.projector_dtype])
-    projector.requires_grad_(trainable["projector"])
-    model = SpeechLM(
+    model = assemble_speechlm(
         mcfg,
         encoder,
-        projector,
         decoder,
         tokenizer,
         family,
         trainable,
         bf16=tcfg.bf16,
         loss=make_loss(tcfg),
+        projector_dtype=mcfg.projector_dtype,
         ctc_weight=tcfg.ctc_weight,
+        lora=lora_config(mcfg) if trainable["lora"] else None,
     )
     if tcfg.gradient_checkpointing:
         # non-reentrant: gradients reach LoRA and the projector even though the frozen embedding's
@@ -122,7 +104,7 @@ def build_model(cfg: Config, calibration_waves: list[np.ndarray] | None = None, 
 def synthetic_waves(n: int = 4, seconds: float = 2.0, seed: int = 0) -> list[np.ndarray]:
     """Tones plus noise: a stand-in for speech when no real audio is at hand for calibration."""
     rng = np.random.default_rng(seed)
-    t = np.arange(int(16000 * seconds)) / 16000
+    t = np.arange(int(SAMPLE_RATE * seconds)) / SAMPLE_RATE
     waves = []
     for _ in range(n):
         f0 = rng.uniform(90, 300)

@@ -19,9 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from .align import COSINE_SCALE
 from .loss import chunk_tokens
-
-COSINE_SCALE = 20.0  # logits = 20 x cosine: a confident frame can beat ~50k other tokens
 
 
 def transcript_targets(labels: torch.Tensor) -> list[torch.Tensor]:

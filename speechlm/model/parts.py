@@ -16,8 +16,7 @@ from transformers import AutoModelForCausalLM
 from speechlm.model import ids
 from speechlm.model.hfconfig import bundled_config_path, load_config, text_config  # noqa: F401  (re-exported)
 from speechlm.model.loading import check_tokenizer, load_pretrained, load_tokenizer, meta_only
-
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+from speechlm.model.speechlm import DTYPES  # noqa: E402, F401  (re-exported: the loaders' dtypes)
 
 
 def attn_implementation(requested: str) -> str:

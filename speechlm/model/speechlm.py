@@ -16,12 +16,16 @@ from torch import nn
 from transformers import StoppingCriteriaList
 
 from speechlm import text
+from speechlm.audio_checks import SAMPLE_RATE
 
 from . import align, generation
 from .loss import ChunkedCrossEntropy, TokenLoss
 from .projector import Projector, pooled_length
 
 log = logging.getLogger(__name__)
+
+# the dtypes a config and a model folder name (model.model_dtype, model.projector_dtype, config.json's dtype)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -220,22 +224,33 @@ class SpeechLM(nn.Module):
         finally:
             if switch:
                 self.train(was_training)
-        cut = stops[1].cut if len(stops) > 1 else [None] * len(rows)
-        hit = stops[0].hit if stops else [False] * len(rows)
-        kept = [row[:c] if c is not None else row for row, c in zip(rows, cut)]
-        n_new = [next((i for i, tok in enumerate(row) if tok in (eot, pad)), len(row)) for row in kept]
-        answers = [g + row[:n] for g, row, n in zip(given, kept, n_new)]
-        texts = [self.tokenizer.decode(row, skip_special_tokens=True).strip() for row in answers]
+        out = self._answers(rows, stops, given, (eot, pad))
         if not (details or timestamps):
-            return texts
-        out = [
-            {"text": t, "ids": a, "tokens": n, "capped": h, "loop": c is not None}
-            for t, a, n, h, c in zip(texts, answers, n_new, hit, cut)
-        ]
+            return [o["text"] for o in out]
         if timestamps:
+            answers = [o["ids"] for o in out]
             for o, words in zip(out, self.word_times(projected, answers)):
                 o["words"] = words
         return out
+
+    def _answers(self, rows, stops, given, ends) -> list[dict]:
+        """Each clip's answer from its generated rows: the loop rule's cut applied, up to the first
+        end-of-turn or pad token (`ends`), after its prefix ids; text, ids, new tokens and stop flags."""
+        cut = stops[1].cut if len(stops) > 1 else [None] * len(rows)
+        hit = stops[0].hit if stops else [False] * len(rows)
+        kept = [row[:c] if c is not None else row for row, c in zip(rows, cut)]
+        n_new = [next((i for i, tok in enumerate(row) if tok in ends), len(row)) for row in kept]
+        answers = [g + row[:n] for g, row, n in zip(given, kept, n_new)]
+        return [
+            {
+                "text": self.tokenizer.decode(a, skip_special_tokens=True).strip(),
+                "ids": a,
+                "tokens": n,
+                "capped": h,
+                "loop": c is not None,
+            }
+            for a, n, h, c in zip(answers, n_new, hit, cut)
+        ]
 
     def _prefix_ids(self, prefix) -> list[int]:
         """The answer tokens of a prefix: ids as given, text as `text.target_ids` tokenizes a transcript
@@ -257,7 +272,7 @@ class SpeechLM(nn.Module):
             for n, g in zip(projected[1].tolist(), given)
         ]
         budgets = generation.token_budget(
-            [len(w) / 16000 for w in waves],
+            [len(w) / SAMPLE_RATE for w in waves],
             self.cfg.tokens_per_second,
             self.cfg.new_tokens_margin,
             max_new_tokens or self.cfg.max_new_tokens,

@@ -1,7 +1,7 @@
 """Size a run before paying for it: parameters, GPU memory per device, disk, GPUs that fit.
 
-    speechlm plan [--config C] [--experiment E] [--world-size N] [--json] [key=value ...]
-    (`python -m speechlm.plan` takes the same arguments)
+    make_plan(cfg, world) -> the plan (a dict); report(plan) -> its text; recommend(plan) -> a GPU
+    (`speechlm plan`, speechlm/commands/plan.py, prints them)
 
 Nothing is downloaded but config.json files and safetensors headers. Shapes come from the
 SpeechLM the config trains, built on the meta device by the trainer's own builders
@@ -54,14 +54,12 @@ with and without gradient checkpointing.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 
-from speechlm.config import Config, ConfigError, cli_errors, command_parser, load
+from speechlm.config import Config, ConfigError
 from speechlm.model.build import make_loss
 from speechlm.model.loss import ChunkedCrossEntropy
-from speechlm.plan.auto import device_memory_gib, pick, target_clips
+from speechlm.plan.auto import ENV, device_memory_gib, pick, target_clips
 from speechlm.plan.disk import (  # noqa: F401  (re-exported)
     DTYPE_BYTES,
     ENV_GIB,
@@ -133,35 +131,9 @@ def make_plan(cfg: Config, world: int = 1) -> dict:
     # with auto, memory is shown for all of a step's clips in one micro batch (no accumulation)
     micro = target_clips(cfg) if auto else t.per_device_train_batch_size
     mem = step_memory(cfg, shapes, batch=micro, world=world, clip_seconds=clip)
-    fits = []
-    if auto:
-        fits = _auto_fits(cfg, shapes, world, clip)
-    for gpu in CATALOG if not auto else ():
-        fb = fit_batch(cfg, shapes, gpu, world=world, clip_seconds=clip)
-        if fb:
-            fits.append(
-                {
-                    "gpu": gpu.name,
-                    "runpod_id": gpu.runpod_id,
-                    "memory_gib": gpu.memory_gib,
-                    "per_device_train_batch_size": fb[0],
-                    "gradient_accumulation_steps": fb[1],
-                    "as_configured": mem["total"] <= gpu.memory_gib * GIB * USABLE_FRACTION,
-                }
-            )
-    stated = os.environ.get("SPEECHLM_DEVICE_MEMORY_GIB")  # what the trainer's auto would plan for
-    device_pick = None
-    if auto and stated:
-        p = pick(cfg, shapes, device_memory_gib()[0], world=world, clip_seconds=clip)
-        device_pick = {
-            "device_memory_gib": p.device_gib,
-            "per_device_train_batch_size": p.micro,
-            "gradient_accumulation_steps": p.accumulation,
-            "gradient_checkpointing": p.gradient_checkpointing,
-            "why": p.reason,
-        }
+    fits = _auto_fits(cfg, shapes, world, clip) if auto else _catalog_fits(cfg, shapes, world, clip, mem["total"])
     return {
-        "auto": device_pick,
+        "auto": _device_pick(cfg, shapes, world, clip) if auto else None,
         "config": {
             "audio_model_id": cfg.model.audio_model_id,
             "text_model_id": cfg.model.text_model_id,
@@ -183,6 +155,39 @@ def make_plan(cfg: Config, world: int = 1) -> dict:
         "data_unknown": data["unknown"],
         "kernels_assumed": assumed_kernels(shapes, make_loss(t)),
         "gpus": fits,
+    }
+
+
+def _catalog_fits(cfg: Config, shapes: Shapes, world: int, clip: float, step_total: float) -> list[dict]:
+    """Each catalog GPU the configured batch fits (with the accumulation that keeps the effective batch)."""
+    fits = []
+    for gpu in CATALOG:
+        fb = fit_batch(cfg, shapes, gpu, world=world, clip_seconds=clip)
+        if fb:
+            fits.append(
+                {
+                    "gpu": gpu.name,
+                    "runpod_id": gpu.runpod_id,
+                    "memory_gib": gpu.memory_gib,
+                    "per_device_train_batch_size": fb[0],
+                    "gradient_accumulation_steps": fb[1],
+                    "as_configured": step_total <= gpu.memory_gib * GIB * USABLE_FRACTION,
+                }
+            )
+    return fits
+
+
+def _device_pick(cfg: Config, shapes: Shapes, world: int, clip: float) -> dict | None:
+    """What the trainer's auto would pick for SPEECHLM_DEVICE_MEMORY_GIB, when it is set."""
+    if not os.environ.get(ENV):
+        return None
+    p = pick(cfg, shapes, device_memory_gib()[0], world=world, clip_seconds=clip)
+    return {
+        "device_memory_gib": p.device_gib,
+        "per_device_train_batch_size": p.micro,
+        "gradient_accumulation_steps": p.accumulation,
+        "gradient_checkpointing": p.gradient_checkpointing,
+        "why": p.reason,
     }
 
 
@@ -225,8 +230,14 @@ def report(plan: dict) -> str:
         lines.append(
             f"  (shards not built and their sources' size unknown offline, not counted: {', '.join(plan['data_unknown'])})"  # noqa: E501
         )
+    return "\n".join(lines + _report_gpus(plan))
+
+
+def _report_gpus(plan: dict) -> list[str]:
+    """The report's GPUs that fit, and what auto picks for a stated device memory."""
+    c = plan["config"]
     auto = c["per_device_train_batch_size"] == "auto"
-    lines += [
+    lines = [
         "",
         f"GPUs that fit (effective batch {c['effective_batch']} kept{'; what per_device_train_batch_size=auto picks' if auto else ''}):",  # noqa: E501
     ]
@@ -251,7 +262,7 @@ def report(plan: dict) -> str:
             f"{a['per_device_train_batch_size']} gradient_accumulation_steps={a['gradient_accumulation_steps']}"
             f" gradient_checkpointing={str(a['gradient_checkpointing']).lower()} ({a['why']})",
         ]
-    return "\n".join(lines)
+    return lines
 
 
 def recommend(plan: dict) -> dict | None:
@@ -266,33 +277,3 @@ def recommend(plan: dict) -> dict | None:
     if exact:
         return min(exact, key=lambda f: f["memory_gib"])
     return min(fits, key=lambda f: (unasked(f), f["gradient_accumulation_steps"], f["memory_gib"])) if fits else None
-
-
-EXAMPLES = """examples:
-  speechlm plan                                     # the production recipe on one GPU
-  speechlm plan --experiment free_run
-  speechlm plan --config small --world-size 8 training.per_device_train_batch_size=16
-  speechlm plan --json > plan.json"""
-
-
-def build_parser(prog: str = "python -m speechlm.plan") -> argparse.ArgumentParser:
-    ap = command_parser(prog, __doc__.splitlines()[0], EXAMPLES)
-    add_plan_args(ap)
-    return ap
-
-
-def add_plan_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--config", default=None, help="recipe name or YAML path (default: production)")
-    ap.add_argument("--experiment", "-e", default=None)
-    ap.add_argument("--world-size", type=int, default=int(os.environ.get("WORLD_SIZE", "1")))
-    ap.add_argument("--json", action="store_true", help="print the plan as JSON")
-    ap.add_argument("overrides", nargs="*", help="key.sub=value")
-
-
-@cli_errors
-def main(argv: list[str] | None = None, prog: str = "python -m speechlm.plan") -> int:
-    args = build_parser(prog).parse_args(argv)
-    cfg = load(Config, args.config, args.experiment, args.overrides)
-    plan = make_plan(cfg, world=args.world_size)
-    print(json.dumps(plan, indent=1) if args.json else report(plan))
-    return 0

@@ -1,5 +1,8 @@
-import sys
+"""`python -m speechlm.plan` is `speechlm plan`: the command is speechlm/commands/plan.py.
 
-from speechlm.plan import main
+An alias, run by name as `python -m` runs a module, so that nothing below the commands imports one
+(tests/test_imports.py holds every such alias to these three lines)."""
 
-sys.exit(main())
+import runpy
+
+runpy.run_module("speechlm.commands.plan", run_name="__main__", alter_sys=True)

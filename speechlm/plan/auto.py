@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -39,6 +39,9 @@ class BatchPick:
     peak_bytes: float  # the planner's worst-case step at this pick
     reason: str
     probe_peak_bytes: float | None = None  # CUDA: the worst case's measured peak (speechlm.train.autobatch)
+    # the planner's shapes this pick was made from (speechlm.plan.models.Shapes): computed once per run,
+    # and the CUDA probe plans with them again (None: the pick was recorded by a resumed checkpoint)
+    shapes: object = field(default=None, repr=False, compare=False)
 
     def describe(self) -> str:
         return (

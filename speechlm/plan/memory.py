@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from speechlm.audio_checks import SAMPLE_RATE
 from speechlm.config import Config, ConfigError
 from speechlm.model.build import make_loss
 from speechlm.model.ctc import chunk_frames
@@ -82,7 +83,7 @@ def zero_memory(
 def clip_tokens(cfg: Config, seconds: float, family=None) -> tuple[int, int]:
     """(sequence tokens, label tokens) of one clip of `seconds`; `family`: the run's encoder family."""
     family = family or encoder_family(cfg.model.audio_model_id)
-    audio = family.audio_token_count(int(seconds * 16000), cfg.model.projector_pool_stride)
+    audio = family.audio_token_count(int(seconds * SAMPLE_RATE), cfg.model.projector_pool_stride)
     labels = math.ceil(seconds * TEXT_TOKENS_PER_SECOND) + 1
     return audio + PROMPT_TOKENS + labels, labels
 
@@ -160,7 +161,7 @@ def ctc_head_bytes(cfg: Config, shapes: Shapes, audio_seconds: float, label_toke
     t = cfg.training
     if (t.ctc_weight <= 0 and t.ctc_warmup_steps <= 0) or shapes.family is None:
         return 0.0
-    rate = shapes.family.audio_token_count(16000 * 10, cfg.model.projector_pool_stride) / 10
+    rate = shapes.family.audio_token_count(SAMPLE_RATE * 10, cfg.model.projector_pool_stride) / 10
     frames = audio_seconds * rate
     vocab = shapes.vocab_size
     chunk = 2 * min(frames, chunk_frames(vocab)) * (vocab + 1) * 4

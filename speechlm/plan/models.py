@@ -189,12 +189,13 @@ def _checkpoints(cfg: Config, family, counts: dict) -> tuple[dict, int | None]:
     return sources, dl
 
 
-def model_shapes(cfg: Config) -> Shapes:
-    """Counts, stored bytes and activation figures of the model `cfg` trains, from its meta-device build."""
+def model_shapes(cfg: Config, family=None) -> Shapes:
+    """Counts, stored bytes and activation figures of the model `cfg` trains, from its meta-device build.
+    `family`: the run's encoder family when the caller holds it (the trainer does), else resolved here."""
     m = cfg.model
     for mid in (m.audio_model_id, m.text_model_id):
         fetch_config(mid)
-    family = encoder_family(m.audio_model_id, m.trust_remote_code)
+    family = family or encoder_family(m.audio_model_id, m.trust_remote_code)
     model = meta_speechlm(cfg, family)
     counts = model.parameter_counts()  # part -> (total, trainable), tied weights once
     params = list(model.parameters())

@@ -1,8 +1,8 @@
-"""`python -m speechlm.runpod ...`: the same commands as `speechlm runpod ...`."""
+"""`python -m speechlm.runpod` is `speechlm runpod`: the command is speechlm/commands/runpod.py.
 
-import sys
+An alias, run by name as `python -m` runs a module, so that nothing below the commands imports one
+(tests/test_imports.py holds every such alias to these three lines)."""
 
-from speechlm.runpod import main
+import runpy
 
-if __name__ == "__main__":
-    sys.exit(main(prog="python -m speechlm.runpod"))
+runpy.run_module("speechlm.commands.runpod", run_name="__main__", alter_sys=True)

@@ -2,14 +2,9 @@
 
     speechlm serve MODEL [--host 127.0.0.1] [--port 8000] [--max-batch 16] [--max-wait-ms 10]
 
-FastAPI on uvicorn (the `serve` extra: `pip install 'speechlm[serve]'`). Modules: `cli` (flags, the
-draining uvicorn server), `app` (endpoints, limits, errors), `batcher` (the model worker thread and its
-batches), `engine` (the one route into speechlm's inference: decode, cut, batch, join), `formats`
-(json, text, srt, vtt, verbose_json), `errors` (OpenAI's error shape). docs/design.md, "Serving".
+FastAPI on uvicorn (the `serve` extra: `pip install 'speechlm[serve]'`); the flags are
+speechlm/commands/serve.py. Modules: `server` (the process: the draining uvicorn server), `app`
+(endpoints, limits, errors), `batcher` (the model worker thread and its batches), `engine` (the one
+route into speechlm's inference: decode, cut, batch, join), `formats` (json, text, srt, vtt,
+verbose_json), `errors` (OpenAI's error shape). docs/design.md, "Serving".
 """
-
-
-def main(argv=None, prog: str = "python -m speechlm.serve"):
-    from speechlm.serve.cli import main as run  # fastapi and uvicorn (the serve extra) load only to serve
-
-    return run(argv, prog=prog)

@@ -2,7 +2,7 @@
 
 A request's body is read (`upload`: bounded in size and time) before it takes one of the
 `--max-concurrent` model slots, so a slow or stalled upload holds none; its fields are checked one by
-one, its audio decoded within the duration limit and cut as `speechlm.transcribe` cuts a file
+one, its audio decoded within the duration limit and cut as `speechlm transcribe` cuts a file
 (`engine`), and its segments go to the model worker (`batcher`), which batches them with every other
 request's; the texts come back in order and are joined as `transcribe` joins them. A segment that the
 model refuses is a 400 for its own request only; a failure of the server's own is a 500 for that request,

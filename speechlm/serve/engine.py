@@ -16,7 +16,7 @@ __all__ = ["SAMPLE_RATE", "BadAudio", "Engine", "TooLong"]
 
 
 class Engine:
-    """A loaded model and the cut that `speechlm.transcribe` would make with the same settings."""
+    """A loaded model and the cut that `speechlm transcribe` would make with the same settings."""
 
     def __init__(self, model, long_form: LongForm = DEFAULT_LONG_FORM):
         self.model = model
@@ -34,7 +34,7 @@ class Engine:
 
     @classmethod
     def load(cls, path: str, long_form: LongForm = DEFAULT_LONG_FORM, bases: dict | None = None) -> Engine:
-        """Whatever `speechlm.transcribe -m` takes: an export folder, a checkpoint, a run dir, a Hub id
+        """Whatever `speechlm transcribe -m` takes: an export folder, a checkpoint, a run dir, a Hub id
         (`bases`: the `--base` flags, speechlm.inference.bases)."""
         from speechlm.inference import load_model  # torch and transformers, once the arguments are checked
 

@@ -1,6 +1,6 @@
 """The transcription in each `response_format` of OpenAI's API: json, text, srt, vtt, verbose_json.
 
-Segment times are the long-form cut's ranges (`speechlm.inference.stitch.timed_texts`): one subtitle per segment
+Segment times are the long-form cut's ranges (`speechlm.model.longform.stitch.timed_texts`): one subtitle per segment
 of speech the model transcribed. SubRip and WebVTT are written here (a timestamp and a blank line
 each); tests/serve/test_serve.py reads them back with the `srt` and `webvtt-py` libraries.
 """

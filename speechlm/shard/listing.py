@@ -52,6 +52,37 @@ def load_chunks(stage: Path, unit: dict) -> list[dict]:
     return json.loads(unit_path(stage, unit).read_text())
 
 
+def _units(src, split: str, listed: list[dict], kept: list[list]) -> list[dict]:
+    """The build units of one source's split: each listed file with rows left after the checks."""
+    return [
+        {
+            "name": f"{src.name}-{split}-{k:05d}",
+            "source": src.name,
+            "split": split,
+            "label": u["label"],
+            "file": u.get("file"),
+            "groups": u.get("groups"),
+            "rows": rows,
+        }
+        for k, (u, rows) in enumerate(zip(listed, kept))
+        if rows
+    ]
+
+
+def _log_listed(src, split: str, key: str, n_rows: int, n_files: int, n_kept: int, per: dict) -> None:
+    log.info("%s/%s: %d rows listed in %d file(s), %d kept for decoding", src.name, split, n_rows, n_files, n_kept)
+    if per.get(N.DUPLICATE_ID):
+        log.warning(
+            "%s/%s: %d rows dropped as duplicate_id: their clip id is an earlier row's (ids come from %s); "
+            "give every row its own id (%s.id_column), or see the drop report",
+            src.name,
+            split,
+            per[N.DUPLICATE_ID],
+            f"column '{src.id_column}'" if src.id_column else "the source's own names",
+            key,
+        )
+
+
 def make(cfg: ShardRecipe, out: Path) -> dict:
     units, inputs, drops, dropped = [], {}, {}, []
     for i, src in enumerate(cfg.sources):
@@ -64,37 +95,8 @@ def make(cfg: ShardRecipe, out: Path) -> dict:
             per = drops.setdefault(src.name, {}).setdefault(split, {})
             kept = _keep(cfg, src, listed, per, Report(dropped, src.name, split))
             _cap(cfg, src, split, kept, per)
-            for k, (u, rows) in enumerate(zip(listed, kept)):
-                if rows:
-                    units.append(
-                        {
-                            "name": f"{src.name}-{split}-{k:05d}",
-                            "source": src.name,
-                            "split": split,
-                            "label": u["label"],
-                            "file": u.get("file"),
-                            "groups": u.get("groups"),
-                            "rows": rows,
-                        }
-                    )
-            log.info(
-                "%s/%s: %d rows listed in %d file(s), %d kept for decoding",
-                src.name,
-                split,
-                inputs[src.name][split],
-                len(listed),
-                sum(map(len, kept)),
-            )
-            if per.get(N.DUPLICATE_ID):
-                log.warning(
-                    "%s/%s: %d rows dropped as duplicate_id: their clip id is an earlier row's (ids come from %s); "
-                    "give every row its own id (%s.id_column), or see the drop report",
-                    src.name,
-                    split,
-                    per[N.DUPLICATE_ID],
-                    f"column '{src.id_column}'" if src.id_column else "the source's own names",
-                    key,
-                )
+            units += _units(src, split, listed, kept)
+            _log_listed(src, split, key, inputs[src.name][split], len(listed), sum(map(len, kept)), per)
     tc_info, truecased = _truecase(cfg, units, out)
     for u in units:
         u["chunks"] = _chunks(u, cfg.output.work_chunk)

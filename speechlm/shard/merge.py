@@ -43,31 +43,8 @@ def merge(out: str | Path) -> Path:
     if fingerprint(cfg) != fp:
         raise ConfigError(f"merge: {stage / 'recipe.json'} does not match the build's fingerprint")
     plan = json.loads((stage / PLAN).read_text())
-    done = {}
-    for u in plan["units"]:
-        f = stage / "done" / f"{u['name']}.json"
-        if f.is_file():
-            done[u["name"]] = json.loads(f.read_text())
-    missing = [u for u in plan["units"] if u["name"] not in done]
-    if missing:
-        raise ConfigError(
-            f"merge: {len(missing)} of {len(plan['units'])} source files are not built yet "
-            f"(first: {missing[0]['source']} {missing[0]['label']}); run every task "
-            "(--task-index 0 to N-1) to the end first"
-        )
-    drops, entries, moves, counters = plan["drops"], [], [], {}
-    for u in plan["units"]:
-        name, split, d = u["source"], u["split"], done[u["name"]]
-        per = drops.setdefault(name, {}).setdefault(split, {})
-        for reason, n in d["drops"].items():
-            per[reason] = per.get(reason, 0) + n
-        for sh in d["shards"]:
-            k = counters[(name, split)] = counters.get((name, split), -1) + 1
-            file = f"{name}-{split}-{k:06d}.tar"
-            moves.append((stage / "parts" / sh["part"], out / file))
-            entries.append(
-                {"file": file, "source": name, "split": split, "ids": sh["ids"], "durations": sh["durations"]}
-            )
+    done = _finished_units(stage, plan)
+    drops, entries, moves = _gathered(stage, out, plan, done)
     kept: dict = {}
     for e in entries:
         kept[(e["source"], e["split"])] = kept.get((e["source"], e["split"]), 0) + len(e["ids"])
@@ -90,6 +67,42 @@ def merge(out: str | Path) -> Path:
     shutil.rmtree(stage)
     _log_summary(manifest, report)
     return out
+
+
+def _finished_units(stage: Path, plan: dict) -> dict:
+    """Unit name -> what its task recorded when done; ConfigError while any unit is not built yet."""
+    done = {}
+    for u in plan["units"]:
+        f = stage / "done" / f"{u['name']}.json"
+        if f.is_file():
+            done[u["name"]] = json.loads(f.read_text())
+    missing = [u for u in plan["units"] if u["name"] not in done]
+    if missing:
+        raise ConfigError(
+            f"merge: {len(missing)} of {len(plan['units'])} source files are not built yet "
+            f"(first: {missing[0]['source']} {missing[0]['label']}); run every task "
+            "(--task-index 0 to N-1) to the end first"
+        )
+    return done
+
+
+def _gathered(stage: Path, out: Path, plan: dict, done: dict) -> tuple[dict, list, list]:
+    """(drops per source and split, the manifest's shard entries, (part, final file) moves), numbering
+    each source's and split's shards in the plan's unit order."""
+    drops, entries, moves, counters = plan["drops"], [], [], {}
+    for u in plan["units"]:
+        name, split, d = u["source"], u["split"], done[u["name"]]
+        per = drops.setdefault(name, {}).setdefault(split, {})
+        for reason, n in d["drops"].items():
+            per[reason] = per.get(reason, 0) + n
+        for sh in d["shards"]:
+            k = counters[(name, split)] = counters.get((name, split), -1) + 1
+            file = f"{name}-{split}-{k:06d}.tar"
+            moves.append((stage / "parts" / sh["part"], out / file))
+            entries.append(
+                {"file": file, "source": name, "split": split, "ids": sh["ids"], "durations": sh["durations"]}
+            )
+    return drops, entries, moves
 
 
 def _log_summary(manifest: dict, report: Path | None) -> None:

@@ -30,6 +30,29 @@ from speechlm.shard.schema import SHARD_RECIPES, ShardRecipe, fingerprint, load_
 log = logging.getLogger("speechlm.shard")
 
 
+def _recipe(recipe: str | Path | ShardRecipe, overrides) -> tuple[ShardRecipe, Path]:
+    """(the recipe, the folder its relative paths start from) of a name, a path or a recipe object."""
+    if isinstance(recipe, ShardRecipe):
+        if recipe.name is None:
+            raise ConfigError("name: a recipe passed as an object needs a name")
+        recipe.validate()
+        return recipe, SHARD_RECIPES
+    cfg, path = load_recipe(recipe, overrides)
+    return cfg, path.parent
+
+
+def _check_tasks(num_tasks: int, task_index: int, overwrite: bool) -> None:
+    if num_tasks < 1:
+        raise ConfigError(f"--num-tasks: must be >= 1, got {num_tasks}")
+    if not 0 <= task_index < num_tasks:
+        raise ConfigError(f"--task-index: must be in 0..{num_tasks - 1}, got {task_index}")
+    if overwrite and num_tasks > 1:
+        raise ConfigError(
+            "--overwrite: not with --num-tasks (a task would delete the others' work); "
+            "empty the output folder once before the tasks start"
+        )
+
+
 def build(
     recipe: str | Path | ShardRecipe,
     out_dir: str | Path | None = None,
@@ -41,23 +64,8 @@ def build(
 ) -> Path:
     """Build (or finish, or confirm up to date) a shard set, or task `task_index` of `num_tasks`
     of it (then `merge(out)` once every task is done); returns its folder."""
-    if isinstance(recipe, ShardRecipe):
-        cfg, recipe_dir = recipe, SHARD_RECIPES
-        if cfg.name is None:
-            raise ConfigError("name: a recipe passed as an object needs a name")
-        cfg.validate()
-    else:
-        cfg, path = load_recipe(recipe, overrides)
-        recipe_dir = path.parent
-    if num_tasks < 1:
-        raise ConfigError(f"--num-tasks: must be >= 1, got {num_tasks}")
-    if not 0 <= task_index < num_tasks:
-        raise ConfigError(f"--task-index: must be in 0..{num_tasks - 1}, got {task_index}")
-    if overwrite and num_tasks > 1:
-        raise ConfigError(
-            "--overwrite: not with --num-tasks (a task would delete the others' work); "
-            "empty the output folder once before the tasks start"
-        )
+    cfg, recipe_dir = _recipe(recipe, overrides)
+    _check_tasks(num_tasks, task_index, overwrite)
     out = Path(out_dir or cfg.output.root or recipe_dir / cfg.name)
     workers = workers or cfg.workers or os.cpu_count() or 1
     fp, digests = fingerprint(cfg), input_digests(cfg)
@@ -239,10 +247,8 @@ def _run_units(cfg: ShardRecipe, units: list[dict], stage: Path, workers: int) -
             pool.join()
 
 
-def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path, pool, bar) -> None:
-    """Decode one source file's rows into staged chunks, cut them into part tars, record it done."""
-    (stage / "chunks").mkdir(exist_ok=True)
-    (stage / "parts").mkdir(exist_ok=True)
+def _chunk_tasks(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path) -> list[dict]:
+    """One decode task per chunk of a source file's rows, each with its staged meta and blob files."""
     tasks = []
     for c, chunk in enumerate(unit["chunks"]):
         stem = stage / "chunks" / f"{unit['name']}-{c:06d}"
@@ -259,7 +265,11 @@ def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path,
                 "max_seconds": cfg.normalize.max_seconds,
             }
         )
-    metas = _run(tasks, writer.process_chunk, pool, bar)
+    return tasks
+
+
+def _decoded(src, unit: dict, tasks: list[dict], metas: list[dict]) -> tuple[dict, list, list]:
+    """(drops by reason, the clips decoded, the drop report's rows) of a source file's decode tasks."""
     drops: dict = {}
     clips, dropped = [], []
     for task, meta in zip(tasks, metas):
@@ -269,6 +279,16 @@ def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path,
             log.warning("%s/%s: skipped audio: %s", src.name, unit["split"], err)
         dropped += [[src.name, unit["split"], *row] for row in meta.get("dropped", [])]  # oid, file, reason, detail
         clips += [dict(c, blob=task["blob"]) for c in meta["clips"]]
+    return drops, clips, dropped
+
+
+def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path, pool, bar) -> None:
+    """Decode one source file's rows into staged chunks, cut them into part tars, record it done."""
+    (stage / "chunks").mkdir(exist_ok=True)
+    (stage / "parts").mkdir(exist_ok=True)
+    tasks = _chunk_tasks(cfg, src, unit, local, stage)
+    metas = _run(tasks, writer.process_chunk, pool, bar)
+    drops, clips, dropped = _decoded(src, unit, tasks, metas)
     # the write-time shuffle: seeded per source file, whatever the worker or task count
     random.Random(f"{cfg.output.seed}-{unit['name']}").shuffle(clips)
     shards = writer.plan_shards(clips, src.name, cfg.output.shard_clips, cfg.output.shard_bytes)

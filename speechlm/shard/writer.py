@@ -20,7 +20,6 @@ from speechlm.shard import hfstream, sources
 from speechlm.shard import normalize as N
 from speechlm.shard.schema import Source
 
-SR = audio.SAMPLE_RATE
 MAX_ERRORS_KEPT = 3  # named in the log per chunk; the drop report lists every one
 
 
@@ -75,7 +74,7 @@ def process_chunk(task: dict) -> dict:
             if len(errors) < MAX_ERRORS_KEPT:
                 errors.append(f"{oid}: {e}")
             continue
-        seconds = len(wave) / SR
+        seconds = len(wave) / audio.SAMPLE_RATE
         reason = N.TOO_SHORT if seconds < task["min_seconds"] else N.TOO_LONG if seconds > task["max_seconds"] else None
         if reason:
             drops[reason] = drops.get(reason, 0) + 1

@@ -23,6 +23,7 @@ import math
 
 import torch
 
+from speechlm.audio_checks import SAMPLE_RATE
 from speechlm.config import Config, ConfigError
 from speechlm.data import Collator
 from speechlm.plan.auto import ENV, BatchPick, device_memory_gib, divisors_down, pick, step_bytes, target_clips  # noqa: F401
@@ -47,11 +48,12 @@ def applied(cfg: Config, p: BatchPick) -> Config:
 
 
 def decide(
-    cfg: Config, world: int, recorded: dict | None, device_memory: tuple[float, str] | None = None
+    cfg: Config, world: int, recorded: dict | None, device_memory: tuple[float, str] | None = None, family=None
 ) -> BatchPick | None:
     """Steps 1 and 3: the pick for `cfg` (None: a number was given; `cfg` is not changed). `recorded`:
     the resumed checkpoint's training values (with its "path"), or None; `device_memory` as
-    `device_memory_gib()` gives it (asked when None)."""
+    `device_memory_gib()` gives it (asked when None); `family`: the run's encoder family, when resolved.
+    The pick carries the planner's shapes it was made from, for the probe (built once per run)."""
     t = cfg.training
     if t.per_device_train_batch_size != "auto":
         return None
@@ -75,7 +77,8 @@ def decide(
         return p
     gib, source = device_memory or device_memory_gib()
     clip = worst_clip_seconds(cfg, data_facts(cfg))
-    p = pick(cfg, model_shapes(cfg), gib, world=world, clip_seconds=clip)
+    shapes = model_shapes(cfg, family)
+    p = dataclasses.replace(pick(cfg, shapes, gib, world=world, clip_seconds=clip), shapes=shapes)
     log.warning(
         "per_device_train_batch_size=auto for %s (%.1f GiB, ZeRO-%d, world %d), %d clips per step: %s",
         source,
@@ -93,7 +96,7 @@ def worst_batch(cfg: Config, model, micro: int, clip_seconds: float) -> dict:
     words = math.ceil(clip_seconds * TEXT_TOKENS_PER_SECOND)
     sentence = " ".join(WORDS[i % len(WORDS)] for i in range(words))
     rng = torch.Generator().manual_seed(0)
-    audio = (0.1 * torch.randn(int(clip_seconds * 16000), generator=rng)).numpy()
+    audio = (0.1 * torch.randn(int(clip_seconds * SAMPLE_RATE), generator=rng)).numpy()
     collate = Collator.from_config(cfg, model.tokenizer, family=model.family)
     return collate([{"audio": audio, "text": sentence, "id": f"auto-batch-{i}"} for i in range(micro)])
 
@@ -104,7 +107,8 @@ def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) ->
     if not _probe_applies(cfg, p, device):
         return p
     target = target_clips(cfg)
-    reserve = optimizer_state_bytes(cfg, world)
+    shapes = p.shapes if p.shapes is not None else model_shapes(cfg, model.family)
+    reserve = optimizer_state_bytes(cfg, world, shapes)
     model.to(device).train()
     micro = p.micro
     while (peak := _run_worst_case(cfg, model, micro, p.worst_clip_seconds, reserve, device)) is None:
@@ -113,7 +117,7 @@ def probe(cfg: Config, model, p: BatchPick, device: torch.device, world: int) ->
     torch.cuda.reset_peak_memory_stats(device)
     if micro != p.micro:
         planned = step_bytes(
-            cfg, model_shapes(cfg), micro, p.gradient_checkpointing, world=world, clip_seconds=p.worst_clip_seconds
+            cfg, shapes, micro, p.gradient_checkpointing, world=world, clip_seconds=p.worst_clip_seconds
         )
         p = dataclasses.replace(
             p,
@@ -149,9 +153,9 @@ def _probe_applies(cfg: Config, p: BatchPick, device: torch.device) -> bool:
     return True
 
 
-def optimizer_state_bytes(cfg: Config, world: int) -> float:
-    """What DeepSpeed's optimizer states will take on each device (the probe reserves it first)."""
-    shapes = model_shapes(cfg)
+def optimizer_state_bytes(cfg: Config, world: int, shapes) -> float:
+    """What DeepSpeed's optimizer states will take on each device (the probe reserves it first), from the
+    planner's `shapes` (speechlm.plan.models.Shapes)."""
     return zero_memory(
         shapes.frozen_params,
         shapes.trainable_params,

@@ -7,7 +7,8 @@ optimizer state only; the model folder of what the run trained in `model/`, spee
 `latest` on the previous complete checkpoint; a failed save is reported and training goes on.
 
 A checkpoint written by another world size is loaded through DeepSpeed's universal checkpoint,
-made once into `step-N/universal/` (speechlm.train.elastic).
+made once into `step-N/universal/` (speechlm.train.elastic). The folder's names are speechlm.runs', which
+the loaders of a run (speechlm.inference.load) read too.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import json
 import logging
 import os
 import random
-import re
 import shutil
 from pathlib import Path
 
@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from speechlm import runs
 from speechlm.config import ConfigError
 from speechlm.fsutil import atomic_write as atomic_write_text
 from speechlm.fsutil import fsync_dir as _fsync_dir
@@ -32,7 +33,6 @@ from speechlm.train import elastic
 log = logging.getLogger("speechlm.train")
 
 DS_TAG = "state"
-STEP_RE = re.compile(r"^step-(\d+)$")
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -170,43 +170,24 @@ def _save_deepspeed(engine, path: Path, step: int) -> None:
 # --------------------------------------------------------------------------- manager
 
 
-def checkpoint_at(path: str | Path) -> Path | None:
-    """The complete checkpoint `path` names: a `step-N` dir itself, or the one the `latest` pointer in
-    it or in its `checkpoints/` names (a checkpoints dir, a run dir); None when there is none. Resuming
-    (`CheckpointManager.resolve`) and loading a run's model (`speechlm.inference.load`) read runs alike."""
-    p = Path(path)
-    if (p / "trainer_state.json").is_file():
-        return p
-    for cand in (p / "latest", p / "checkpoints" / "latest"):
-        if cand.is_file():
-            step = cand.parent / cand.read_text().strip()
-            if (step / "trainer_state.json").is_file():
-                return step
-    return None
-
-
 def _self_export(model, path: str) -> None:
     model.save_pretrained(path)
 
 
 class CheckpointManager:
     """`export(model, dir)` writes the model folder every checkpoint holds, loadable by speechlm and
-    transformers alike (pitfall 9): the trainer hands it speechlm.model.io.save_pretrained; by default a
+    transformers alike (pitfall 9): the trainer hands it speechlm.model.folder.io.save_pretrained; by default a
     model saves itself."""
 
     def __init__(self, run_dir: str | Path, save_total_limit: int | None = None, export=_self_export):
-        self.dir = Path(run_dir) / "checkpoints"
+        self.dir = Path(run_dir) / runs.CHECKPOINTS
         self.limit = save_total_limit
         self.export = export
         self.rank, self.world = _world()
 
     # ------------------------------------------------------------------ where things are
     def latest(self) -> Path | None:
-        pointer = self.dir / "latest"
-        if not pointer.is_file():
-            return None
-        target = self.dir / pointer.read_text().strip()
-        return target if (target / "trainer_state.json").is_file() else None
+        return runs.latest(self.dir)
 
     def resolve(self, spec: str | None) -> Path | None:
         """`auto` -> the latest complete checkpoint of this run (None: start fresh); else a path to
@@ -215,7 +196,7 @@ class CheckpointManager:
             return None
         if spec == "auto":
             return self.latest()
-        found = checkpoint_at(spec)
+        found = runs.checkpoint_at(spec)
         if found is None:
             raise ConfigError(f"training.resume_from_checkpoint: no complete checkpoint at {spec}")
         return found
@@ -223,15 +204,15 @@ class CheckpointManager:
     def steps(self) -> list[tuple[int, Path]]:
         if not self.dir.is_dir():
             return []
-        out = [(int(m.group(1)), p) for p in self.dir.iterdir() if (m := STEP_RE.match(p.name)) and p.is_dir()]
+        out = [(int(m.group(1)), p) for p in self.dir.iterdir() if (m := runs.STEP_RE.match(p.name)) and p.is_dir()]
         return sorted(out)
 
     # ------------------------------------------------------------------ save
     def save(self, step: int, engine, model, trainer_state: dict, local_state: dict) -> Path | None:
         """Collective: every rank calls it. Returns the new checkpoint dir, or None if the save failed
         (the previous checkpoint stays valid and `latest` still points to it)."""
-        final = self.dir / f"step-{step}"
-        tmp = self.dir / f".tmp-step-{step}"
+        final = self.dir / runs.step_name(step)
+        tmp = self.dir / f".tmp-{runs.step_name(step)}"
         ok = True
         err = ""
         if self.rank == 0:
@@ -248,41 +229,52 @@ class CheckpointManager:
                 ok, err = False, repr(e)
         if all_ok(ok):
             try:  # collective: under ZeRO-3 the model gathers its shards on every rank; rank 0 writes
-                self.export(model, str(tmp / "model"))
+                self.export(model, str(tmp / runs.MODEL))
             except Exception as e:  # safetensors' writer errors are not OSErrors either
                 ok, err = False, repr(e)
         if all_ok(ok):
-            ranks = [None] * self.world
-            if self.world > 1:
-                dist.all_gather_object(ranks, local_state)
-            else:
-                ranks = [local_state]
-            if self.rank == 0:
-                try:
-                    state = {**trainer_state, "step": step, "world_size": self.world, "ranks": ranks}
-                    (tmp / "trainer_state.json").write_text(json.dumps(state, default=str))
-                    _fsync_tree(tmp)
-                    self._publish(tmp, final)
-                except OSError as e:
-                    ok, err = False, repr(e)
+            ok, err = self._write_state(tmp, final, step, trainer_state, local_state)
         ok = all_ok(ok)
         self._retrace(engine)
         if not ok:
-            if self.rank == 0:
-                shutil.rmtree(tmp, ignore_errors=True)
-                prev = self.latest()
-                log.error(
-                    "checkpoint step-%d FAILED (%s; %s); the previous checkpoint %s stays valid",
-                    step,
-                    err or "on another rank",
-                    free_space(self.dir),
-                    prev if prev else "(none yet)",
-                )
+            self._failed(tmp, step, err)
             return None
         if self.rank == 0:
             self._prune()
         _barrier()
         return final
+
+    def _write_state(self, tmp: Path, final: Path, step: int, trainer_state: dict, local_state: dict):
+        """Collective: every rank's state gathered; rank 0 writes trainer_state.json, fsyncs and publishes.
+        (ok, why not) on this rank."""
+        ranks = [None] * self.world
+        if self.world > 1:
+            dist.all_gather_object(ranks, local_state)
+        else:
+            ranks = [local_state]
+        if self.rank == 0:
+            try:
+                state = {**trainer_state, "step": step, "world_size": self.world, "ranks": ranks}
+                (tmp / runs.STATE).write_text(json.dumps(state, default=str))
+                _fsync_tree(tmp)
+                self._publish(tmp, final)
+            except OSError as e:
+                return False, repr(e)
+        return True, ""
+
+    def _failed(self, tmp: Path, step: int, err: str) -> None:
+        """A save that failed on some rank: its temporary folder removed, and one line that says so."""
+        if self.rank != 0:
+            return
+        shutil.rmtree(tmp, ignore_errors=True)
+        prev = self.latest()
+        log.error(
+            "checkpoint step-%d FAILED (%s; %s); the previous checkpoint %s stays valid",
+            step,
+            err or "on another rank",
+            free_space(self.dir),
+            prev if prev else "(none yet)",
+        )
 
     @staticmethod
     def _retrace(engine) -> None:
@@ -306,7 +298,7 @@ class CheckpointManager:
             os.rename(final, old)
         os.rename(tmp, final)
         _fsync_dir(self.dir)
-        atomic_write_text(self.dir / "latest", final.name)
+        atomic_write_text(self.dir / runs.LATEST, final.name)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
 
@@ -322,7 +314,7 @@ class CheckpointManager:
     # ------------------------------------------------------------------ load
     @staticmethod
     def read_state(path: Path) -> dict:
-        return json.loads((path / "trainer_state.json").read_text())
+        return json.loads((path / runs.STATE).read_text())
 
     def universal(self, path: Path) -> Path:
         """Collective: `path`'s DeepSpeed state as a universal checkpoint (rank 0 converts it once)."""

@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from speechlm.model.io import save_pretrained
+from speechlm.model.folder.io import save_pretrained
 from speechlm.train import checkpoint as ckpt_mod
 
 log = logging.getLogger("speechlm.train")

@@ -83,7 +83,7 @@ def _same_base(ref: dict, model_id: str) -> bool:
     if ref["source"] == "local":
         if not Path(model_id).is_dir():
             return False
-        from speechlm.model.io import _sha256  # the hash the folder recorded, cached per process
+        from speechlm.model.folder.io import _sha256  # the hash the folder recorded, cached per process
 
         return _sha256(model_id) == ref["sha256"]
     if Path(model_id).is_dir() and not ids.is_speechlm_id(model_id):

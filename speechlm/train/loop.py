@@ -24,14 +24,14 @@ from speechlm.config import Config, ConfigError, TrainingConfig
 from speechlm.data.augment import Augmenter
 from speechlm.model.build import build_model, make_loss, trainable_parts
 from speechlm.model.encoders import family_for
-from speechlm.model.io import save_pretrained
+from speechlm.model.folder.io import save_pretrained
 from speechlm.model.kernels import log_kernels
 from speechlm.model.parts import preflight
 from speechlm.train import autobatch, init_from, optim, runfolder, sanity, step_stats
 from speechlm.train import checkpoint as ckpt_mod
 from speechlm.train import engine as engine_mod
 from speechlm.train import final as final_mod
-from speechlm.train.data import check_encoder_limits, ensure_shards, make_loaders
+from speechlm.train.inputs import check_encoder_limits, ensure_shards, make_loaders
 from speechlm.train.metrics import Metrics, peak_memory_gb, setup_logging
 from speechlm.train.run import RunSettings, resolve_run, with_training
 from speechlm.train.signals import StopFlag, to_device
@@ -110,6 +110,7 @@ class Trainer:
             saved=saved,
             saved_path=resume,
             device_memory=autobatch.device_memory_gib() if auto else None,
+            family=self.family,
         )
 
     def _build_engine(self) -> None:
@@ -327,7 +328,7 @@ class Trainer:
         self.metrics.log(self.step, {"eval/loss": loss})
         self.last_eval = {"step": self.step, "loss": loss, "sets": [Path(d.path).name for d in self.cfg.data.eval]}
         self.metrics.line(f"eval step {self.step}: loss {loss:.4f} over {int(tot[1])} tokens")
-        # WER per part of the eval split (speechlm.by_part); not while the CTC warm start
+        # WER per part of the eval split (speechlm.scoring.by_part); not while the CTC warm start
         # runs: the adapters have not seen a transcript yet, so generation runs to its budget
         if self.t.eval_transcribe_clips > 0 and self.step > self.t.ctc_warmup_steps:
             from speechlm.train.transcribe_eval import transcribe_eval  # generation, only when asked for

@@ -137,16 +137,18 @@ def resolve_run(
     saved: dict | None = None,
     saved_path=None,
     device_memory: tuple[float, str] | None = None,
+    family=None,
 ) -> RunSettings:
     """Stage 1: the run's settings on `world` processes of a device (`device_name`, whether it has
     bf16), resuming `saved` (the checkpoint's trainer_state, from `saved_path`) or starting fresh.
-    `device_memory`: (GiB, where from) for `per_device_train_batch_size: auto`. `cfg` is not changed."""
+    `device_memory`: (GiB, where from) for `per_device_train_batch_size: auto`; `family`: the run's
+    encoder family (the trainer resolves it once). `cfg` is not changed."""
     resolved = resolve_precision(copy.deepcopy(cfg), bf16_supported, device_name)  # shares nothing with cfg
     resolved = with_local_bases_absolute(resolved)
     recorded = None
     if saved is not None:
         recorded = {"path": saved_path, **saved.get("config", {}).get("training", {})}
-    auto = autobatch.decide(resolved, world, recorded, device_memory)
+    auto = autobatch.decide(resolved, world, recorded, device_memory, family)
     if auto is not None:
         resolved = autobatch.applied(resolved, auto)
     configured = resolved.training.gradient_accumulation_steps

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from speechlm import config as config_mod
 from speechlm.config import Config, ConfigError
-from speechlm.train.checkpoint import CheckpointManager, checkpoint_at
+from speechlm.runs import checkpoint_at
+from speechlm.train.checkpoint import CheckpointManager
 
 log = logging.getLogger("speechlm.train")
 

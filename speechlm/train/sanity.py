@@ -50,7 +50,7 @@ def warn_schedule(cfg: Config, total_steps: int) -> None:
 
 def offline_hint(model_id: str) -> str:
     """For a Hub id that speechlm converts offline: the `offline/` id to use instead."""
-    from speechlm.pretrained import HUB_IDS, PREFIX  # the offline conversions' names
+    from speechlm.model.pretrained import HUB_IDS, PREFIX  # the offline conversions' names
 
     twin = {hub: PREFIX + name for name, hub in HUB_IDS.items()}.get(model_id)
     return f" (offline, its weights come from the registry as '{twin}': --config demo uses them)" if twin else ""

@@ -7,7 +7,8 @@ eval set.
 
 from __future__ import annotations
 
-from speechlm import by_part, inference, wer
+from speechlm import inference
+from speechlm.scoring import by_part, wer
 
 
 def transcribe_eval(model, cfg) -> tuple[dict[str, float], str]:

@@ -171,8 +171,9 @@ def test_planner_counts_the_longest_train_clip_after_slowing_down(one_set, tmp_p
 
 
 def test_spec_masks_on_the_collated_features_are_drawn_per_clip(one_set):
-    from speechlm import text, tiny
+    from speechlm import text
     from speechlm.data import Collator
+    from speechlm.model import tiny
     from speechlm.model.encoders import family_for
 
     tok = text.load_tokenizer(str(tiny.ensure("qwen3_5")), "<audio>")

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from data_helpers import write_set
-from speechlm import text, tiny
+from speechlm import text
 from speechlm.config import ConfigError, DataSet
 from speechlm.data import Collator, TrainLoader
+from speechlm.model import tiny
 from speechlm.model.encoders import family_for
 from speechlm.model.encoders.granite import num_feature_frames
 

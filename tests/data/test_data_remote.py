@@ -283,7 +283,7 @@ def test_paths_and_urls():
 
 
 def test_ensure_shards_never_builds_a_url_set(tmp_path, monkeypatch):
-    from speechlm.train import data as train_data
+    from speechlm.train import inputs as train_data
 
     cfg = Config()
     cfg.data.recipe = "shards/synthetic.yaml"

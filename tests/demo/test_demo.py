@@ -17,9 +17,9 @@ import soundfile as sf
 import yaml
 
 from paths import REPO
-from speechlm import audio, inference, transcribe
-from speechlm import eval as ev
-from speechlm.demo import cli as demo
+from speechlm import audio, inference
+from speechlm.commands import demo, transcribe
+from speechlm.commands import eval as ev
 
 # the slow test's bounds: a margin above the measured run (docs/benchmarks.md, "The demo learns to listen")
 # (the shipped recipe, 300 CTC + 80 LM steps: try e3 in the tries table; the seen part alone moved

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from speechlm import by_part, text
 from speechlm import config as config_mod
+from speechlm import text
 from speechlm.config import Config, ConfigError
 from speechlm.demo import builtin, corpus, grammar, listening, nonspeech
+from speechlm.scoring import by_part
 from speechlm.shard import load_recipe
 
 SIZES = {
@@ -196,7 +197,7 @@ def test_ctc_warm_start_trains_the_projector_alone_then_the_lm_loss_takes_over(w
 
 
 def test_nonspeech_clips_reach_the_trainer_with_empty_answers_and_count_in_the_loss(warm_run):
-    from speechlm.train.data import make_loaders
+    from speechlm.train.inputs import make_loaders
 
     model = warm_run.model
     eot = text.end_of_turn_id(model.tokenizer)

@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from paths import REPO
-from speechlm import audio, wer
+from speechlm import audio
 from speechlm import inference as ev
 from speechlm.inference import long_form_for, transcribe_waves
-from speechlm.inference.cut import windows
+from speechlm.model.longform.cut import windows
+from speechlm.scoring import wer
 
 sys.path.insert(0, str(REPO / "bench"))
 from longform import recording  # noqa: E402  (bench/longform.py: the same recording it measures)
@@ -85,7 +86,7 @@ def test_three_minutes_of_held_out_sentences_transcribe_as_well_as_one_by_one(de
 
 @pytest.mark.slow
 def test_the_recording_streamed_live_ends_as_well_as_offline_and_takes_nothing_back(demo_run):
-    """The same recording through a live stream (speechlm.inference.streaming, its defaults), fed in
+    """The same recording through a live stream (speechlm.model.longform.streaming, its defaults), fed in
     0.1 s pieces: the final text scores within the issue's 1.15x of the offline long-form WER
     (measured 1.00x: docs/benchmarks.md, "Live transcription"), every event only adds, and the
     deltas join into the final text."""

@@ -9,9 +9,9 @@ import tarfile
 
 import pytest
 
-from speechlm import by_part
 from speechlm.config import ConfigError
 from speechlm.demo import lexicon, multilingual
+from speechlm.scoring import by_part
 from speechlm.shard import build, load_recipe
 
 
@@ -67,15 +67,15 @@ def test_one_draw_says_the_same_thing_in_every_language():
 
 
 def test_agreement_and_case():
-    dog, car = lexicon.NOUNS[0], lexicon.NOUNS[2]  # m everywhere; es m, de n, fr f
-    red, small = lexicon.ADJECTIVES[0], lexicon.ADJECTIVES[2]
+    dog, car = lexicon.NOUNS_BY_LANGUAGE[0], lexicon.NOUNS_BY_LANGUAGE[2]  # m everywhere; es m, de n, fr f
+    red, small = lexicon.ADJECTIVES_BY_LANGUAGE[0], lexicon.ADJECTIVES_BY_LANGUAGE[2]
     assert multilingual.noun_phrase("de", dog, "acc", red) == "den roten Hund"
     assert multilingual.noun_phrase("de", dog, "nom", red) == "der rote Hund"
     assert multilingual.noun_phrase("de", car, "acc", red) == "das rote Auto"
     assert multilingual.noun_phrase("fr", car, "acc", small) == "la petite voiture"
     assert multilingual.noun_phrase("fr", car, "acc", red) == "la voiture rouge"
     assert multilingual.noun_phrase("es", car, "acc", small) == "el coche pequeño"
-    assert multilingual.predicate("es", lexicon.NOUNS[4], small) == "pequeña"  # la casa
+    assert multilingual.predicate("es", lexicon.NOUNS_BY_LANGUAGE[4], small) == "pequeña"  # la casa
 
 
 @pytest.mark.parametrize("lang", lexicon.LANGUAGES)
@@ -84,7 +84,9 @@ def test_held_out_words_occur_only_in_the_unseen_part(lang):
     for split, rows in multilingual.texts(_cfg(lang)).items():
         for part, text, english in rows:
             assert multilingual._holds_held_out(english) == (part == "unseen"), (split, text, english)
-            held = {n.ja for n in lexicon.HELD_OUT["nouns"]} | set(lexicon.HELD_OUT["names"].values())
+            held = {n.ja for n in lexicon.HELD_OUT_BY_LANGUAGE["nouns"]} | set(
+                lexicon.HELD_OUT_BY_LANGUAGE["names"].values()
+            )
             assert lang != "ja" or part == "unseen" or not any(w in text for w in held)
 
 

@@ -51,9 +51,9 @@ def test_every_form_of_a_checkpoint_loads_on_the_training_machine_with_no_flag(r
 
 
 def test_the_cli_commands_load_it_with_no_flag(run, capsys, tmp_path):
-    from speechlm import eval as eval_cli
-    from speechlm import transcribe
-    from speechlm.export.__main__ import main as export
+    from speechlm.commands import eval as eval_cli
+    from speechlm.commands import transcribe
+    from speechlm.commands.export import main as export
 
     texts = transcribe.main(["-m", str(run["step"]), str(run["tmp"] / "clip.wav")])
     assert texts == run["expected"]
@@ -73,8 +73,8 @@ def test_the_cli_commands_load_it_with_no_flag(run, capsys, tmp_path):
 
 
 def test_the_server_engine_loads_it_with_no_flag_and_a_copy_with_base(run, tmp_path):
+    from speechlm.commands.serve import build_parser
     from speechlm.inference import bases_from_args
-    from speechlm.serve.cli import build_parser
     from speechlm.serve.engine import Engine
 
     assert Engine.load(str(run["step"])).model.bases["decoder"]["id"] == "my-decoder"
@@ -85,8 +85,8 @@ def test_the_server_engine_loads_it_with_no_flag_and_a_copy_with_base(run, tmp_p
 
 
 def test_a_copy_elsewhere_needs_base_which_the_error_names(run, tmp_path, capsys):
-    from speechlm import transcribe
-    from speechlm.export.__main__ import main as export
+    from speechlm.commands import transcribe
+    from speechlm.commands.export import main as export
 
     copy = shutil.copytree(run["step"], tmp_path / "step-2")  # no run around it: no config to find the base
     with pytest.raises(ConfigError, match=r"local model 'my-decoder'.*`--base decoder=PATH`"):
@@ -111,7 +111,7 @@ def test_a_copy_elsewhere_needs_base_which_the_error_names(run, tmp_path, capsys
     ],
 )
 def test_base_flags_are_checked_before_anything_loads(flag, message, capsys):
-    from speechlm import transcribe
+    from speechlm.commands import transcribe
 
     with pytest.raises(SystemExit) as e:
         transcribe.main(["-m", "/no/model", "/no/clip.wav", "--base", flag])

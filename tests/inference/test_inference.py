@@ -55,7 +55,7 @@ def test_model_dir_is_a_folder_a_checkpoint_or_a_runs_latest_complete_checkpoint
 def test_the_model_stack_loads_on_first_use_of_a_name_that_needs_it():
     code = (
         "import sys\n"
-        "import speechlm.transcribe, speechlm.serve.engine\n"  # the CLIs' and the server's imports
+        "import speechlm.commands.transcribe, speechlm.serve.engine\n"  # the CLIs' and the server's imports
         "from speechlm import inference\n"
         "light = 'torch' not in sys.modules\n"
         "inference.evaluate\n"
@@ -69,7 +69,7 @@ def test_the_model_stack_loads_on_first_use_of_a_name_that_needs_it():
 
 
 def test_the_trainer_and_the_server_import_no_cli_module():
-    cli_modules = {"speechlm.eval", "speechlm.transcribe"}
+    cli_modules = {"speechlm.commands.eval", "speechlm.commands.transcribe"}
     for folder in ("train", "serve"):
         for path in (REPO / "speechlm" / folder).glob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):

@@ -1,4 +1,4 @@
-"""Live transcription (speechlm.inference.streaming, issue 40) on a tiny twin: what is committed is
+"""Live transcription (speechlm.model.longform.streaming, issue 40) on a tiny twin: what is committed is
 never taken back, the final text is the committed text, pauses close the window as the offline
 long-form cut would (the same text when nothing was committed before), a window past its cap is
 closed, `finish()` commits the rest, several streams decode as one batch, and bad settings and bad
@@ -11,7 +11,7 @@ import pytest
 
 from model_helpers import trained_looking
 from speechlm.inference import transcribe_waves
-from speechlm.inference.streaming import (
+from speechlm.model.longform.streaming import (
     DEFAULT_STREAM_SETTINGS,
     Streamer,
     StreamSettings,
@@ -198,17 +198,17 @@ def test_silence_heard_since_the_last_decode_is_not_decoded_again(model):
 
 
 def test_the_streaming_modules_import_only_numpy_the_standard_library_and_the_long_form_modules():
-    """So the export can carry it verbatim beside them (speechlm.export.generate.VERBATIM)."""
+    """So a model folder can carry them verbatim beside the other long-form modules (speechlm.model.longform)."""
     import ast
     import sys
     from pathlib import Path
 
-    from speechlm.inference import stream_settings, streaming
+    from speechlm.model.longform import stream_settings, streaming
 
     for module in (streaming, stream_settings):
         for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
             if isinstance(node, ast.ImportFrom) and node.level:
-                assert node.level == 1 and node.module in ("longform", "cut", "stitch", "stream_settings"), node.module
+                assert node.level == 1 and node.module in ("settings", "cut", "stitch", "stream_settings"), node.module
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for n in [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]:
                     assert n.split(".")[0] in {"numpy", "__future__"} | set(sys.stdlib_module_names), n

@@ -62,7 +62,7 @@ def test_a_word_the_head_cannot_place_is_reported_unplaced():
 
 
 def test_transcribe_cli_writes_json_srt_and_vtt_that_subtitle_readers_parse(tmp_path):
-    from speechlm import transcribe
+    from speechlm.commands import transcribe
     from speechlm.model import save_pretrained
 
     model = trained_looking("tiny/whisper", "tiny/qwen3_5")
@@ -83,7 +83,7 @@ def test_transcribe_cli_writes_json_srt_and_vtt_that_subtitle_readers_parse(tmp_
 
 
 def test_eval_scores_word_times_against_a_timed_set_and_counts_unsupported_words(tmp_path):
-    """speechlm.eval on a shard set whose labels carry true word times (kind timed): boundary errors
+    """`speechlm eval` on a shard set whose labels carry true word times (kind timed): boundary errors
     and the hallucination signal's counts are reported; dropping unsupported words changes hypotheses
     only by leaving words out."""
     from speechlm import inference as ev

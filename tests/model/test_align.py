@@ -158,8 +158,16 @@ def test_word_groups_sentencepiece():
     assert got == ["the", "red", "cart", "went"]
 
 
-def test_the_scale_is_the_ctc_heads():
-    assert align.COSINE_SCALE == ctc.COSINE_SCALE
+def test_the_aligner_reads_the_ctc_head_as_it_is_trained():
+    """The aligner's posteriors over the vocabulary and the blank are the CTC head's log-probabilities
+    (one scale, speechlm.model.align.COSINE_SCALE, that both use)."""
+    g = torch.Generator().manual_seed(0)
+    frames = torch.nn.functional.normalize(torch.randn(7, 16, generator=g), dim=-1)
+    rows = torch.randn(11, 16, generator=g)
+    blank = torch.nn.functional.normalize(torch.randn(16, generator=g), dim=-1)
+    trained = ctc.compact_log_probs(frames, rows, 1 / rows.norm(dim=-1), blank, torch.arange(11))
+    read = align.ctc_log_posteriors(frames[None], torch.tensor([7]), torch.cat([rows, blank[None]]))[0]
+    torch.testing.assert_close(read, trained, rtol=0, atol=1e-5)  # fp32 sums of 16 terms, x20
 
 
 @pytest.mark.parametrize("encoder", ["tiny/granite_speech5", "tiny/whisper"])
@@ -204,7 +212,7 @@ def test_tiny_twins_give_words_in_the_recordings_clock(encoder):
 def test_an_export_can_carry_the_module_verbatim():
     import inspect
 
-    from speechlm.export.generate import check_imports
+    from speechlm.model.folder.generate import check_imports
 
     source = inspect.getsource(align)
     check_imports(source, "speechlm_align.py")  # the standard library, numpy and torch only

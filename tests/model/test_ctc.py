@@ -10,7 +10,7 @@ from model_helpers import batch, tiny_config, waves
 from speechlm import config as config_mod
 from speechlm.config import Config
 from speechlm.model import build_model, ctc
-from speechlm.train.data import make_loaders
+from speechlm.train.inputs import make_loaders
 
 
 def test_compact_head_equals_the_full_softmax_in_loss_and_gradient(monkeypatch):

@@ -17,9 +17,9 @@ from transformers.modeling_outputs import BaseModelOutput
 import nospeechlm
 from model_helpers import batch, tiny_config, waves
 from speechlm.config import ConfigError
-from speechlm.export import write_export
 from speechlm.model import build_model, encoders, from_pretrained, save_pretrained
 from speechlm.model.encoders.base import EncoderFamily, LogMelFeatures
+from speechlm.model.folder import write_export
 
 
 class ToyEncoderConfig(PretrainedConfig):

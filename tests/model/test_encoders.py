@@ -9,9 +9,8 @@ import torch
 from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperModel
 from transformers.models.whisper.modeling_whisper import WhisperEncoder
 
-from speechlm import tiny
 from speechlm.config import ConfigError, DataSet
-from speechlm.model import ids, parts
+from speechlm.model import ids, parts, tiny
 from speechlm.model.encoders import family_for, family_from_config
 from speechlm.model.encoders.granite import GraniteSpeech5Family
 from speechlm.model.encoders.whisper import VarLenWhisperEncoder, WhisperFamily

@@ -4,8 +4,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from model_helpers import batch, tiny_config, train_steps, waves
+from speechlm.commands.model import main as count_main
 from speechlm.model import build_model, from_pretrained, ids, save_pretrained
-from speechlm.model.__main__ import main as count_main
 
 
 def _logits(m, b):

@@ -166,7 +166,8 @@ def test_an_untied_checkpoint_without_its_head_is_refused(tmp_path):
 def test_trainer_refuses_a_damaged_checkpoint_before_shards(tmp_path, capsys):
     import shutil
 
-    from speechlm import tiny, train
+    from speechlm.commands import train
+    from speechlm.model import tiny
 
     enc = tmp_path / "enc"
     shutil.copytree(tiny.ensure("granite_speech5"), enc)

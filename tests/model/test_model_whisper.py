@@ -87,7 +87,7 @@ def test_planner_counts_only_the_whisper_encoder(model):
 
 
 def test_bundled_whisper_configs_count_offline(capsys, monkeypatch):
-    from speechlm.model.__main__ import main as count_main
+    from speechlm.commands.model import main as count_main
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     count_main(["--count", "model.audio_model_id=openai/whisper-tiny.en", "model.text_model_id=tiny/qwen3"])

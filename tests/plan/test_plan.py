@@ -208,7 +208,7 @@ ALL_TRAINED = [
 @pytest.mark.parametrize("structure", [FROZEN_LORA, ALL_TRAINED], ids=["frozen+lora", "all-trained"])
 def test_tiny_plan_matches_measured_cpu_step(synthetic_shards, structure, checkpointing):
     from speechlm.model import build_model
-    from speechlm.train.data import make_loaders
+    from speechlm.train.inputs import make_loaders
 
     cfg = load(
         Config,

@@ -31,13 +31,13 @@ FLAGS = {
     "encoder trains": ["training.freeze_audio_encoder=false"],
     "projector frozen": ["training.freeze_projector=true"],
     "embed_tokens train with LoRA": ["training.freeze_text_embed_tokens=false"],
-    "whole decoder": ["training.use_lora=false", "training.freeze_language_model=false"],
+    "whole decoder": ["model.use_lora=false", "training.freeze_language_model=false"],
     "whole decoder and embed_tokens": [
-        "training.use_lora=false",
+        "model.use_lora=false",
         "training.freeze_language_model=false",
         "training.freeze_text_embed_tokens=false",
     ],
-    "no LoRA, projector only": ["training.use_lora=false"],
+    "no LoRA, projector only": ["model.use_lora=false"],
     "LoRA rank 3 on q and v": ["model.lora_rank=3", "model.lora_target_modules=[q_proj,v_proj]"],
     "model.use_lora false": ["model.use_lora=false", "training.freeze_text_embed_tokens=false"],
     "whisper encoder trains": [

@@ -2,7 +2,7 @@
 (scope "package": in a folder without __init__.py pytest keeps them to the session's end).
 
 `twin`: a tiny model folder whose transcripts differ from clip to clip; `clips`: FLAC clips and a
-long-form recording of them; `reference`: speechlm.transcribe's text for each; `server`: a server of
+long-form recording of them; `reference`: `speechlm transcribe`'s text for each; `server`: a server of
 the twin (tests/serve/serve_helpers.py's Server) with upload and duration limits."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def clips(synthetic_shards, tmp_path_factory):
 
 @pytest.fixture(scope="package")
 def reference(twin, clips):
-    """speechlm.transcribe's texts for every clip and the recording: all in one batched job, and
+    """`speechlm transcribe`'s texts for every clip and the recording: all in one batched job, and
     each clip alone (a clip's text must not depend on its batch mates, or no server could match it)."""
     from speechlm.inference import transcribe_files
     from speechlm.model import from_pretrained

@@ -1,5 +1,5 @@
 """The OpenAI-compatible server (speechlm.serve), started in a subprocess on 127.0.0.1 and spoken to
-with the official `openai` client: the texts speechlm.transcribe gives, for clips and a long-form
+with the official `openai` client: the texts `speechlm transcribe` gives, for clips and a long-form
 recording, under concurrent load; subtitles that subtitle libraries read; word timestamps; the CLI's
 checks. Bad input: test_serve_errors.py; replicas, hang-ups and SIGTERM: test_serve_replicas.py; the
 batcher alone: test_batcher.py; the shared server: tests/serve/conftest.py."""
@@ -80,7 +80,7 @@ def test_models_and_health(server):
 
 # ---------------------------------------------------------------------------- the command line
 def test_cli_checks_its_settings_before_loading_anything(twin, capsys):
-    from speechlm.serve import main
+    from speechlm.commands.serve import main
 
     for flags, msg in (
         (["--max-batch", "0"], "--max-batch must be at least 1"),
@@ -93,7 +93,7 @@ def test_cli_checks_its_settings_before_loading_anything(twin, capsys):
 
 
 def test_help_shows_examples():
-    from speechlm.serve.cli import build_parser
+    from speechlm.commands.serve import build_parser
 
     text = build_parser().format_help()
     assert "examples:" in text and "curl" in text and "SPEECHLM_API_KEY" in text

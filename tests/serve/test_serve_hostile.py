@@ -252,7 +252,7 @@ def test_the_upload_limit_counts_the_file(patient):
     ],
 )
 def test_every_setting_is_checked_at_start_up(twin, capsys, monkeypatch, flags, env, msg):
-    from speechlm.serve import main
+    from speechlm.commands.serve import main
 
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -264,7 +264,7 @@ def test_every_setting_is_checked_at_start_up(twin, capsys, monkeypatch, flags, 
 
 def test_every_long_form_setting_that_can_fail_has_a_flag_or_is_derived():
     """Finding 12: `--long-form overlap --window-seconds 2` failed on overlap_seconds, which no flag set."""
-    from speechlm.serve.cli import build_parser, config_from_args
+    from speechlm.commands.serve import build_parser, config_from_args
 
     cfg = config_from_args(build_parser().parse_args(["m", "--long-form", "overlap", "--window-seconds", "2"]))
     assert cfg.long_form.window_seconds == 2.0 and cfg.long_form.overlap_seconds == 0.5  # a quarter of the window
@@ -348,8 +348,8 @@ def test_a_dead_worker_makes_health_unhealthy_and_the_server_exit():
 
     from speechlm.serve.app import create_app
     from speechlm.serve.batcher import Batcher
-    from speechlm.serve.cli import _draining_server
     from speechlm.serve.config import ServeConfig
+    from speechlm.serve.server import draining_server as _draining_server
 
     class Bug(BaseException):
         pass

@@ -2,9 +2,9 @@
 
 import pytest
 
-from speechlm.by_part import part_of
 from speechlm.demo import grammar
 from speechlm.demo.grammar import SyntheticConfig
+from speechlm.scoring.by_part import part_of
 from speechlm.shard import normalize as N
 from speechlm.shard import truecase
 

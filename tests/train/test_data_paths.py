@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 
 from speechlm.config import Config, ConfigError, load
-from speechlm.train.data import ensure_shards
+from speechlm.train.inputs import ensure_shards
 
 
 def test_3_a_typo_in_a_path_is_an_error_not_the_inherited_recipe(tmp_path):

@@ -108,7 +108,7 @@ def librispeech_copy(root: Path) -> dict:
 
 
 def test_hub_librispeech_recipe_is_the_default_name():
-    recipe, path = load_recipe("librispeech")  # what `speechlm.eval -d librispeech` builds
+    recipe, path = load_recipe("librispeech")  # what `speechlm eval -d librispeech` builds
     src = recipe.sources[0]
     assert (src.kind, src.path, src.subset, src.audio_column, src.text_column, src.id_column) == (
         "hf",

@@ -24,7 +24,6 @@ PRODUCTION_KEYS = [
     "model.model_dtype",
     "model.projector_dtype",
     "model.use_lora",
-    "training.use_lora",
     "model.lora_target_modules",
     "model.lora_dropout",
     "model.calibrate_projector",

@@ -168,3 +168,29 @@ def test_setup_decides_the_run_once_and_leaves_the_config_as_given(synthetic_sha
         assert trainer.engine.gradient_accumulation_steps() == s.accumulation
     finally:
         trainer.finish()
+
+
+def test_the_planner_shapes_are_built_once_per_run_from_the_trainers_family(monkeypatch):
+    """The auto batch plans from one meta-device build per run, with the encoder family the trainer
+    resolved (none resolved again), and hands those shapes on to the CUDA probe."""
+    from speechlm.plan import models
+
+    built, resolved = [], []
+    real_shapes, real_family = models.model_shapes, models.encoder_family
+    monkeypatch.setattr(
+        autobatch, "model_shapes", lambda c, family=None: built.append(family) or real_shapes(c, family)
+    )
+    monkeypatch.setattr(models, "encoder_family", lambda *a, **k: resolved.append(a) or real_family(*a, **k))
+    cfg = cfg_with(
+        "training.per_device_train_batch_size=auto",
+        "training.gradient_accumulation_steps=1",
+        "training.clips_per_step_per_device=8",
+    )
+    family = real_family(cfg.model.audio_model_id)
+    run = resolve_run(
+        cfg, world=1, device_name="cpu", bf16_supported=True, device_memory=(1000.0, "stated"), family=family
+    )
+    assert built == [family] and resolved == []
+    assert run.auto.shapes == real_shapes(cfg, family) and run.auto.shapes.trainable_params > 0
+    reserve = autobatch.optimizer_state_bytes(run.cfg, 1, run.auto.shapes)
+    assert reserve == 12 * run.auto.shapes.trainable_params  # bf16: fp32 masters and AdamW's two moments

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 from speechlm import config as config_mod
 from speechlm.config import Config, ConfigError
-from speechlm.model.io import from_pretrained
+from speechlm.model.folder.io import from_pretrained
 from speechlm.train.loop import Trainer
 
 STEPS = 4

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from speechlm.commands.train import main
 from speechlm.config import Config, load
-from speechlm.train import main, sanity
+from speechlm.train import sanity
 
 
 def test_6_a_run_within_its_ctc_warm_start_is_said():

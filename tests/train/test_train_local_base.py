@@ -68,7 +68,7 @@ def _sigterm_after_first_checkpoint(latest):
 
 
 def _check_exports(workdir, run, step: str, monkeypatch):
-    from speechlm.export.__main__ import main as export
+    from speechlm.commands.export import main as export
 
     elsewhere = workdir / "elsewhere"
     elsewhere.mkdir()

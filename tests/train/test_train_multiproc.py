@@ -165,7 +165,7 @@ def test_zero3_export_matches_the_live_model(runs):
     live = [r["eval/loss"] for r in rows(run) if "eval/loss" in r][-1]
     model = from_pretrained(run / "checkpoints" / f"step-{STEPS}" / "model").eval()
     cfg = config_mod.load(config_mod.Config, run / "config.yaml")
-    loader = EvalLoader.from_config(cfg, Collator.from_config(cfg, model.tokenizer))
+    loader = EvalLoader.from_config(cfg, Collator.from_config(cfg, model.tokenizer, family=model.family))
     tot = n = 0.0
     with torch.no_grad():
         for batch in loader:

@@ -1,5 +1,5 @@
 """A tiny run with the Whisper encoder family through the real trainer: it trains, exports, and the
-export reloads, reproduces the live model and transcribes (files, through speechlm.transcribe)."""
+export reloads, reproduces the live model and transcribes (files, through `speechlm transcribe`)."""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from ..projector import pooled_length
+from speechlm.audio_checks import SAMPLE_RATE
 
-SAMPLE_RATE = 16000
+from ..projector import pooled_length
 
 
 def conv_output_length(length, conv_layers):

@@ -199,5 +199,5 @@ class GraniteSpeech5Family(EncoderFamily):
 
 
 FAMILY = GraniteSpeech5Family
-# what a model folder's code carries of this file (speechlm.export.generate)
+# what a model folder's code carries of this file (speechlm.model.folder.generate)
 EXPORT = ("compute_deltas", "num_feature_frames", "GraniteFeatures", "GraniteSpeech5Family")

@@ -246,5 +246,5 @@ class WhisperFamily(EncoderFamily):
 
 
 FAMILY = WhisperFamily
-# what a model folder's code carries of this file (speechlm.export.generate)
+# what a model folder's code carries of this file (speechlm.model.folder.generate)
 EXPORT = ("WhisperFeatures", "VarLenWhisperEncoder", "WhisperFamily")

@@ -1,0 +1,133 @@
+"""transformers model of a speechlm model folder (AutoModel with trust_remote_code).
+
+`SpeechLMForASR.model` is speechlm's own `SpeechLM` module (speechlm_core.py is generated from
+speechlm's source), holding the encoder, the projector and the decoder with its LoRA adapter. It is
+built by the folder reader speechlm itself uses (speechlm_core.assemble_folder_model); only fetching the
+bases is this file's own: from this folder (encoder/, decoder/) or from the Hub by id and revision.
+
+    model = AutoModel.from_pretrained(folder, trust_remote_code=True)
+    model.transcribe([wave_16k_float32, ...])     # one text per clip (any length: cut into windows)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+from .configuration_speechlm import SpeechLMConfig
+from .speechlm_audio_checks import check_clips
+from .speechlm_batching import transcribe_long, transcribe_windows
+from .speechlm_core import DTYPES, FAMILIES, TokenLoss, assemble_folder_model, base_in_folder, read_config
+from .speechlm_longform import DEFAULT_LONG_FORM, LongForm
+from .speechlm_stitch import timed_clip
+
+
+def _local_folder(name_or_path, revision=None, **hub) -> Path:
+    if Path(name_or_path).is_dir():
+        return Path(name_or_path)
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(str(name_or_path), revision=revision, **hub))
+
+
+def _base(folder: Path, config: dict, part: str) -> tuple[str, str | None]:
+    """(what from_pretrained loads, revision) for the folder's encoder or decoder base."""
+    ref = config["bases"][part]
+    inside = base_in_folder(folder, ref)
+    if inside is not None:
+        return inside, None
+    if ref.get("source") == "hub":
+        return ref["id"], ref.get("revision")
+    raise ValueError(
+        f"{folder}: its {part} base is '{ref['id']}', a {ref.get('source')} model the Hub does not have; load "
+        "this checkpoint with speechlm, or write the self-contained folder (`speechlm export CHECKPOINT OUT`), "
+        "which carries the bases' weights, and load that"
+    )
+
+
+class SpeechLMForASR(PreTrainedModel):
+    config_class = SpeechLMConfig
+    base_model_prefix = "speechlm"
+    main_input_name = "input_features"
+    _no_split_modules = []
+
+    def __init__(self, config: SpeechLMConfig, model=None):
+        super().__init__(config)
+        if model is None:
+            raise ValueError("SpeechLMForASR is built by from_pretrained(folder): the folder names its bases")
+        # before the loaded modules are attached: post_init would re-initialize what it finds (the adapter)
+        self.post_init()
+        self.model = model
+        self.tokenizer = model.tokenizer
+
+    def _init_weights(self, module):
+        pass  # every weight comes from the folder and its bases
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, config=None, revision=None, **kwargs):
+        hub = {k: kwargs[k] for k in ("token", "cache_dir", "local_files_only") if kwargs.get(k) is not None}
+        folder = _local_folder(pretrained_model_name_or_path, revision, **hub)
+        raw = read_config(folder)
+        if not isinstance(config, SpeechLMConfig):
+            config = SpeechLMConfig.from_pretrained(folder)
+        family_cls = FAMILIES[raw["encoder_family"]]
+        family = family_cls(family_cls.pretrained_class.config_class.from_dict(raw["encoder"]), raw["features"])
+        dtype = DTYPES[raw["dtype"]]
+        src, rev = _base(folder, raw, "encoder")
+        attn = {"attn_implementation": family.attn_implementation} if family.attn_implementation else {}
+        encoder = family.pretrained_class.from_pretrained(
+            src, config=family.config, dtype=dtype, revision=rev, **attn, **family.load_kwargs, **hub
+        )
+        encoder = family.after_load(encoder, dtype)
+        src, rev = _base(folder, raw, "decoder")
+        decoder_config = CONFIG_MAPPING[raw["decoder"]["model_type"]].from_dict(raw["decoder"])
+        decoder = AutoModelForCausalLM.from_pretrained(src, config=decoder_config, dtype=dtype, revision=rev, **hub)
+        tokenizer = AutoTokenizer.from_pretrained(folder, config=config)
+        settings = SimpleNamespace(**raw["speechlm"])
+        # inference only: the training loss (and its optional CUDA kernels) does not travel
+        model = assemble_folder_model(folder, raw, settings, encoder, decoder, tokenizer, family, TokenLoss())
+        return cls(config, model).eval()
+
+    @property
+    def family(self):
+        return self.model.family
+
+    def get_input_embeddings(self):
+        return self.model._base_lm().get_input_embeddings()
+
+    def forward(self, input_features, feature_mask, input_ids, attention_mask, labels=None, **kwargs):
+        """Logits at the label positions (speechlm's SpeechLM.label_logits), for checks against speechlm."""
+        return self.model.label_logits(input_features, feature_mask, input_ids, attention_mask, labels)
+
+    @torch.no_grad()
+    def transcribe(
+        self,
+        waves,
+        batch_size: int = 16,
+        max_new_tokens: int | None = None,
+        timestamps: bool = False,
+        long_form: LongForm = DEFAULT_LONG_FORM,
+        **settings,
+    ) -> list:
+        """16 kHz mono float clips of any length -> transcripts, exactly as `speechlm transcribe` does
+        (the same cut, speechlm_longform.py: by default at every pause, silence left out). `long_form`,
+        or its fields as keywords (`strategy="pause"`, `window_seconds=30`, ...), says how long audio is
+        cut; the window is at most the encoder's limit. With `timestamps`, per clip {"text", "segments",
+        "words"}: each word's start and end in seconds of the recording and its confidence, from the
+        model's own CTC head (speechlm_align.py). A clip with no samples or non-finite ones is refused
+        (`AudioError`, a ValueError naming it: `clip 3: ...`); one shorter than the encoder's smallest
+        input is padded with silence (speechlm_audio_checks.py)."""
+        lf = replace(long_form, **settings).capped(self.model.family.max_seconds)
+        waves = check_clips(waves)  # a bad clip (no samples, NaN, not mono) named before any is transcribed
+        min_samples = self.model.features.min_samples
+        if not timestamps:
+            run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens)  # noqa: E731
+            return transcribe_long(run, waves, lf, batch_size, min_samples)
+        run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens, timestamps=True)  # noqa: E731
+        spans, outs = transcribe_windows(run, waves, lf, batch_size, min_samples)
+        return [timed_clip(sp, out, lf.strategy, w) for sp, out, w in zip(spans, outs, waves)]
