@@ -10,7 +10,7 @@ held is one block and the 16 kHz output, and decoding stops as soon as the outpu
 channel mean is per frame, soxr's stream gives its one-shot `resample`'s samples bit for bit, and the
 level and mix rules of `audio_checks.prepare` (a float file beyond full scale is scaled to a peak of 1;
 channels that cancel when averaged give the loudest one) are applied from statistics gathered while
-decoding (tests/serve/test_serve_hostile.py checks all of it against `audio.load`).
+decoding (tests/serve/test_serve_decode.py checks all of it against `audio.load`).
 """
 
 from __future__ import annotations
