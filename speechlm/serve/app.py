@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from speechlm.serve import errors, fields, formats, live
+from speechlm.serve import errors, fields, formats, live, realtime
 from speechlm.serve.batcher import Batcher, SegmentError, WorkerDead
 from speechlm.serve.config import ServeConfig
 from speechlm.serve.engine import SAMPLE_RATE, BadAudio, Engine, TooLong
@@ -126,6 +126,7 @@ def create_app(cfg: ServeConfig, engine: Engine, batcher: Batcher, names: list[s
         response.headers["x-request-id"] = rid
         return response
 
+    realtime.install(app, cfg, engine, batcher, names, state)  # WebSocket /v1/realtime (serve/realtime.py)
     return app
 
 
