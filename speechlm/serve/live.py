@@ -32,11 +32,11 @@ from anyio import to_thread
 from fastapi.responses import StreamingResponse
 
 from speechlm.inference import DEFAULT_STREAM_SETTINGS, SAMPLE_RATE, Streamer, StreamSettings
+from speechlm.inference.live import PIECE_SECONDS  # an upload's pieces: a pipe's (the decodes fall as live)
 from speechlm.serve.batcher import SegmentError, WorkerDead
 
 log = logging.getLogger("speechlm.serve")
 
-PIECE_SECONDS = 0.1  # an uploaded file's pieces: the decodes fall where they would live (stream_wave's)
 
 
 class StreamClosed(Exception):
