@@ -100,6 +100,7 @@ def test_generated_code_is_speechlms_own_and_imports_nothing_else():
         generate.check_imports("import torch\ndef f():\n    from speechlm.config import ConfigError\n", "x.py")
 
 
+@pytest.mark.slow
 def test_the_export_streams_live_without_speechlm_as_speechlm_does(tmp_path, nospeechlm_python):
     """The folder's `model.stream()` is speechlm's Streamer (speechlm_streaming.py, carried word for
     word): fed the same pieces where speechlm can't be imported, it commits the same words at the same
