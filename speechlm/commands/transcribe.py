@@ -4,6 +4,7 @@
         [--max-seconds S] [--window-seconds W] [--long-form segments|pause|overlap]
         [--threshold-db 35] [--min-pause-seconds 0.3] [--merge-seconds 0]
         [--format txt|json|srt|vtt] [--out-dir DIR] [--overwrite] [--base decoder=PATH ...]
+    ffmpeg -i IN -f s16le -ac 1 -ar 16000 - | speechlm transcribe --live -m MODEL_DIR - [--format txt|jsonl]
     (`python -m speechlm.transcribe` takes the same arguments)
 
 Any format libsndfile reads (wav, flac, ogg, mp3), any sample rate or channel count: clips are
@@ -19,6 +20,11 @@ status is 1 when any failed (docs/reliability.md, "what each input gets").
 `--format json|srt|vtt` adds word timestamps from the model's own CTC head (speechlm.model.align):
 JSON holds the text, the long-form segments and every word with its start, end (seconds) and
 confidence (a word the head could not place has null times); SRT and WebVTT are subtitles of it.
+`--live` reads raw PCM (s16le, 16 kHz, mono) from stdin (`-`) or a file as it arrives and prints the
+text as a live stream commits it (speechlm.inference.live; never taken back): txt, the words on one
+line as they come; `--format jsonl`, one JSON object per committed word ({"word", "start", "end",
+"confidence"}, seconds since the input's start; null times for a word the CTC head could not place).
+
 One file per input: beside it (`NAME.json` / `.srt` / `.vtt`), or under `--out-dir` at its path
 relative to the inputs' common folder (`a/talk.wav b/talk.wav --out-dir D`: `D/a/talk.srt`,
 `D/b/talk.srt`). Nothing is overwritten: two inputs with one output, an output that is an input, an
@@ -28,6 +34,8 @@ output that exists (without `--overwrite`) or an `--out-dir` that is a file are 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -40,7 +48,9 @@ EXAMPLES = """examples:
   speechlm transcribe -m outputs/RUN/checkpoints/step-2000 meeting.flac talk.wav --long-form pause
   speechlm transcribe -m user/my-asr clip.wav                        # a Hub id
   speechlm transcribe -m outputs/RUN/final talk.wav --format srt --out-dir subs   # subtitles from word times
-  speechlm transcribe -m copied/step-2000 clip.wav --base decoder=/models/my-decoder   # a local base elsewhere"""
+  speechlm transcribe -m copied/step-2000 clip.wav --base decoder=/models/my-decoder   # a local base elsewhere
+  ffmpeg -i talk.mp3 -f s16le -ac 1 -ar 16000 - | speechlm transcribe --live -m outputs/RUN/final -   # live
+  arecord -f S16_LE -r 16000 -c 1 | speechlm transcribe --live -m outputs/RUN/final - --format jsonl"""
 
 EXIT_SOME_FAILED = 1  # every file that could be transcribed was; the others are named on stderr
 
@@ -55,9 +65,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--format",
-        choices=("txt", "json", "srt", "vtt"),
+        choices=("txt", "json", "srt", "vtt", "jsonl"),
         default="txt",
-        help="txt prints the text; json, srt and vtt write word timestamps (one file per input)",
+        help="txt prints the text; json, srt and vtt write word timestamps (one file per input); "
+        "jsonl (with --live) prints each committed word with its times",
+    )
+    ap.add_argument(
+        "--live",
+        action="store_true",
+        help="read raw PCM (s16le 16 kHz mono) from AUDIO ('-': stdin) and print text as it is committed",
     )
     ap.add_argument(
         "--out-dir",
@@ -74,6 +90,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 @cli_errors
 def main(argv=None, prog: str = "python -m speechlm.transcribe"):
     args = _parser(prog).parse_args(argv)
+    if args.live or args.format == "jsonl":
+        return _live(args)
     inference.check_max_seconds(args.max_seconds)
     long_form = inference.long_form_from_args(args)
     bases = inference.bases_from_args(args)
@@ -101,6 +119,38 @@ def main(argv=None, prog: str = "python -m speechlm.transcribe"):
         print(f"{len(failed)} of {len(dict.fromkeys(args.audio))} files failed", file=sys.stderr)
         sys.exit(EXIT_SOME_FAILED)
     return [results[p] for p in args.audio]
+
+
+def _live(args) -> str:
+    """`--live`: the input's text, printed as it is committed (module docstring); returns it."""
+    if not args.live:
+        raise ConfigError("--format jsonl prints a live stream's words: use it with --live")
+    if len(args.audio) != 1:
+        raise ConfigError("--live reads one input: '-' (stdin) or a raw PCM file")
+    if args.format not in ("txt", "jsonl") or args.out_dir is not None:
+        raise ConfigError(f"--live prints to stdout as txt or jsonl, not --format {args.format} or --out-dir")
+    path = args.audio[0]
+    if path != "-" and not Path(path).is_file():
+        raise ConfigError(f"no such audio file: {path}")
+    bases = inference.bases_from_args(args)
+    inference.local_model(args.model)
+    model = inference.load_model(args.model, bases)
+    with open(path, "rb") if path != "-" else contextlib.nullcontext(sys.stdin.buffer) as source:
+        try:
+            for event in inference.transcribe_live(model, source):
+                _print_live(event, args.format)
+        except ValueError as e:  # the PCM input is cut mid-sample
+            raise ConfigError(f"{path}: {e}") from None
+    return event.text
+
+
+def _print_live(event, fmt: str) -> None:
+    if fmt == "jsonl":
+        for w in event.words:
+            print(json.dumps({"word": w["text"], "start": w["start"], "end": w["end"], "confidence": w["confidence"]}))
+    else:
+        print(event.delta, end="\n" if event.final else "")
+    sys.stdout.flush()
 
 
 def _report(path: str, error: Exception) -> str:

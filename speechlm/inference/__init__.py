@@ -6,10 +6,12 @@
     transcribe_timed(model, waves)                        # + segments and word times (the CTC head)
     evaluate(model, "shards/demo", n=200)                 # corpus WER, worst clips, rows
     stream = Streamer(model, StreamSettings())            # live: stream.feed(piece) -> committed text
+    transcribe_live(model, sys.stdin.buffer)              # live from raw s16le 16 kHz PCM: its events
 
 Modules: transcribe.py (a model's transcripts, the long-form cut of speechlm.model.longform around the
-model's batches); args.py (the CLIs' long-form flags -> `LongForm`); bases.py (`--base PART=PATH`, and the
-local bases a checkpoint's run trained on); load.py (`-m MODEL` -> a model); datasets.py and evaluation.py
+model's batches); live.py (raw PCM from a pipe into a live `Streamer`); args.py (the CLIs' long-form
+flags -> `LongForm`); bases.py (`--base PART=PATH`, and the local bases a checkpoint's run trained on);
+load.py (`-m MODEL` -> a model); datasets.py and evaluation.py
 (test sets, WER, word-time scores). The long-form and live (`Streamer`) modules are numpy only and live in
 speechlm.model.longform, since every model folder carries them; their names are here for every caller.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from speechlm.inference.args import add_long_form_args, check_max_seconds, long_form_from_args
 from speechlm.inference.bases import add_base_args, bases_from_args, run_bases
+from speechlm.inference.live import pcm_pieces, transcribe_live
 from speechlm.inference.transcribe import (
     MAX_SECONDS,
     batch_transcriber,
@@ -88,11 +91,13 @@ __all__ = [
     "local_model",
     "long_form_for",
     "long_form_from_args",
+    "pcm_pieces",
     "resolve_model_dir",
     "run_bases",
     "stream_wave",
     "timed_clip",
     "transcribe_files",
+    "transcribe_live",
     "transcribe_timed",
     "transcribe_waves",
 ]

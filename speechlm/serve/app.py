@@ -19,12 +19,13 @@ import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import anyio
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from speechlm.serve import errors, fields, formats
+from speechlm.serve import errors, fields, formats, live, realtime
 from speechlm.serve.batcher import Batcher, SegmentError, WorkerDead
 from speechlm.serve.config import ServeConfig
 from speechlm.serve.engine import SAMPLE_RATE, BadAudio, Engine, TooLong
@@ -45,6 +46,7 @@ class ServerState:
     stop_timeout: float = 30.0  # how long the lifespan's end waits for the batch in progress
     cut: asyncio.Event | None = None  # set at the shutdown deadline: whoever still waits answers 503
     loop: asyncio.AbstractEventLoop | None = None
+    live_limiter: anyio.CapacityLimiter | None = None  # threads of live streams waiting on the model (live.py)
     counts: dict = field(
         default_factory=lambda: {"ok": 0, "client_errors": 0, "server_errors": 0, "busy": 0, "disconnected": 0}
     )
@@ -83,6 +85,7 @@ def create_app(cfg: ServeConfig, engine: Engine, batcher: Batcher, names: list[s
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         state.loop, state.cut = asyncio.get_running_loop(), asyncio.Event()
+        state.live_limiter = anyio.CapacityLimiter(cfg.max_concurrent)
         batcher.start()
         yield
         await run_in_threadpool(batcher.stop, state.stop_timeout)
@@ -123,6 +126,7 @@ def create_app(cfg: ServeConfig, engine: Engine, batcher: Batcher, names: list[s
         response.headers["x-request-id"] = rid
         return response
 
+    realtime.install(app, cfg, engine, batcher, names, state)  # WebSocket /v1/realtime (serve/realtime.py)
     return app
 
 
@@ -187,18 +191,34 @@ async def _transcribe(request, rid: str, state: ServerState, cfg: ServeConfig, e
     if state.in_flight >= cfg.max_concurrent:
         raise _busy(cfg)
     state.in_flight += 1
+    handed = False  # a stream's answer holds the slot until it ends (live.py)
     try:
+        if req.stream:
+            wave = await _decode(data, cfg, engine)
+            del data
+            response = live.sse_response(wave, engine, batcher, state, rid, lambda: _release(state))
+            handed = True
+            return response
         return await _run(request, rid, state, cfg, engine, batcher, req, data)
     finally:
-        state.in_flight -= 1
+        if not handed:
+            state.in_flight -= 1
 
 
-async def _run(request, rid: str, state: ServerState, cfg: ServeConfig, engine, batcher, req, data) -> Response:
+def _release(state: ServerState) -> None:
+    state.in_flight -= 1
+
+
+async def _decode(data: bytes, cfg: ServeConfig, engine):
     try:
-        wave = await run_in_threadpool(engine.decode, data, cfg.max_seconds)
+        return await run_in_threadpool(engine.decode, data, cfg.max_seconds)
     except BadAudio as e:
         code = "audio_too_long" if isinstance(e, TooLong) else "invalid_audio"
         raise APIError(400, f"not usable audio: {e}", code, "file") from None
+
+
+async def _run(request, rid: str, state: ServerState, cfg: ServeConfig, engine, batcher, req, data) -> Response:
+    wave = await _decode(data, cfg, engine)
     del data
     spans = await run_in_threadpool(engine.cut, wave)
     try:

@@ -57,9 +57,20 @@ class WorkerDead(RuntimeError):
 class Job:
     """One request's segments, their texts as batches return them, and a future for all of them."""
 
-    def __init__(self, segments: Sequence[np.ndarray], arrived: float, words: bool = False, request_id: str = ""):
+    def __init__(
+        self,
+        segments: Sequence[np.ndarray],
+        arrived: float,
+        words: bool = False,
+        request_id: str = "",
+        prefixes: Sequence[str] | None = None,
+    ):
         self.segments = list(segments)
         self.words = words  # the request wants word timestamps: its batches are transcribed with them
+        # per segment, text the answer starts with (a live stream's committed words); None: none
+        self.prefixes = list(prefixes) if prefixes is not None else None
+        if self.prefixes is not None and len(self.prefixes) != len(self.segments):
+            raise ValueError(f"{len(self.prefixes)} prefixes for {len(self.segments)} segments")
         self.request_id = request_id  # named in the log when its segment fails
         self.texts: list[str | None] = [None] * len(self.segments)
         self.pending = deque(sorted(range(len(self.segments)), key=lambda i: -len(self.segments[i])))
@@ -137,8 +148,10 @@ class Batcher:
         """The worker runs (or has not been started yet) and has not died."""
         return self.death is None and (self._thread is None or self._thread.is_alive() or self._stopping)
 
-    def submit(self, segments: Sequence[np.ndarray], words: bool = False, request_id: str = "") -> Job:
-        job = Job(segments, time.monotonic(), words, request_id)
+    def submit(self, segments: Sequence[np.ndarray], words: bool = False, request_id: str = "", prefixes=None) -> Job:
+        """Queue a request's segments (`prefixes`: per segment, the text its answer starts with: a live
+        stream's window; the batch function is then called with them, "" for the other segments)."""
+        job = Job(segments, time.monotonic(), words, request_id, prefixes)
         if not job.segments:
             job.future.set_result([])
             return job
@@ -236,7 +249,12 @@ class Batcher:
             self._deliver(picks, texts)
 
     def _transcribe(self, picks: list[tuple[Job, int]]) -> list:
-        texts = self.transcribe_batch([j.segments[i] for j, i in picks], any(j.words for j, _ in picks))
+        segments, words = [j.segments[i] for j, i in picks], any(j.words for j, _ in picks)
+        if any(j.prefixes is not None for j, _ in picks):
+            prefixes = [j.prefixes[i] if j.prefixes is not None else "" for j, i in picks]
+            texts = self.transcribe_batch(segments, words, prefixes)
+        else:
+            texts = self.transcribe_batch(segments, words)
         if len(texts) != len(picks):
             raise RuntimeError(f"the model returned {len(texts)} texts for a batch of {len(picks)}")
         return texts

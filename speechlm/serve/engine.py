@@ -25,12 +25,30 @@ class Engine:
         self._timed = batch_transcriber(model, timestamps=True)
         self.cut(np.zeros(SAMPLE_RATE, np.float32))  # bad settings fail at start-up, not on the first request
 
-    def transcribe_batch(self, segments: list[np.ndarray], words: bool = False) -> list[dict]:
+    def transcribe_batch(self, segments: list[np.ndarray], words: bool = False, prefixes=None) -> list[dict]:
         """{"text"} per segment, with its "words" when a request in the batch asked for them: the CTC head's
-        times cost ~14% of a batch (docs/benchmarks.md), paid only then; the texts are the same."""
+        times cost ~14% of a batch (docs/benchmarks.md), paid only then; the texts are the same.
+        `prefixes`: per segment, the text its answer starts with (live streams' windows, "" for none:
+        `SpeechLM.transcribe(prefixes=...)`, whose answer with no prefix is the one without)."""
+        if prefixes is not None:
+            return self.model.transcribe(segments, details=True, timestamps=words, prefixes=list(prefixes))
         if words:
             return self._timed(segments)
         return [{"text": t} for t in self._plain(segments)]
+
+    def usage(self, samples: int, text: str) -> dict:
+        """OpenAI's token usage of a streamed transcription: the `<audio>` tokens of its audio in, the
+        tokens of its text out (`transcript.text.done`'s and the realtime `completed` event's `usage`)."""
+        m = self.model
+        audio = int(m.family.audio_token_count(samples, m.cfg.projector_pool_stride)) if samples else 0
+        out = len(m.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else 0
+        return {
+            "type": "tokens",
+            "input_tokens": audio,
+            "output_tokens": out,
+            "total_tokens": audio + out,
+            "input_token_details": {"audio_tokens": audio, "text_tokens": 0},
+        }
 
     @classmethod
     def load(cls, path: str, long_form: LongForm = DEFAULT_LONG_FORM, bases: dict | None = None) -> Engine:

@@ -12,7 +12,9 @@
 - `timestamp_granularities[]`: `segment` is accepted (segments are always in verbose_json, srt and
   vtt); `word` adds `words` ({"word", "start", "end"}; null times for a word the CTC head could not
   place) to verbose_json, and is a 400 with any other response_format, as in OpenAI's API.
-- `stream`: absent or false; true: 400.
+- `stream`: absent or false; true: the text as server-sent events while the file is decoded
+  (speechlm/serve/live.py), with response_format json or text (the events are OpenAI's either way) and
+  no word timestamps; another format or `word`: 400.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Fields:
     model: str
     response_format: str
     words: bool = False  # timestamp_granularities[] holds "word"
+    stream: bool = False  # stream=true: server-sent events (serve/live.py)
 
 
 def _value(form: FormData, name: str) -> str | None:
@@ -127,6 +130,18 @@ def parse(form: FormData, names: list[str]) -> Fields:
     _check_language(form)
     _check_temperature(form)
     fields.words = _granularities(form, fields.response_format)
-    if (_value(form, "stream") or "false").lower() not in ("false", "0"):
-        raise APIError(400, "stream=true is not supported: the answer comes whole", "unsupported_value", "stream")
+    fields.stream = _stream(form, fields)
     return fields
+
+
+def _stream(form: FormData, fields: Fields) -> bool:
+    value = (_value(form, "stream") or "false").lower()
+    if value not in ("true", "1", "false", "0"):
+        raise APIError(400, f"stream must be true or false, got '{value}'", "invalid_value", "stream")
+    if value in ("false", "0"):
+        return False
+    if fields.response_format not in ("json", "text") or fields.words:
+        asked = fields.response_format + (" with word timestamps" if fields.words else "")
+        msg = f"stream=true sends text events: it takes response_format json or text, no word timestamps (got {asked})"
+        raise APIError(400, msg, "unsupported_value", "stream")
+    return True

@@ -74,7 +74,14 @@ def serve(cfg: ServeConfig, bases: dict | None, log_level: str) -> int:
     batcher = Batcher(engine.transcribe_batch, cfg.max_batch, cfg.max_wait_ms / 1000, cfg.max_per_request)
     app = create_app(cfg, engine, batcher, names)
     uv = uvicorn.Config(
-        app, host=cfg.host, port=cfg.port, log_level=log_level, timeout_graceful_shutdown=GRACE_SECONDS, lifespan="on"
+        app,
+        host=cfg.host,
+        port=cfg.port,
+        log_level=log_level,
+        timeout_graceful_shutdown=GRACE_SECONDS,
+        lifespan="on",
+        ws="websockets",  # the realtime route (serve/realtime.py); a message over the upload limit closes it (1009)
+        ws_max_size=cfg.max_upload_bytes,
     )
     server = draining_server(app.state.serve, cfg.shutdown_timeout)(uv)
     batcher.on_death = server.die

@@ -46,6 +46,23 @@ print(json.dumps({"auto": auto, "pipeline": one, "pipeline_batch": many, "class"
 """
 
 
+STREAM_WITHOUT_SPEECHLM = """
+import json, sys
+import numpy as np
+from transformers import AutoModel
+folder, wave_path = sys.argv[1], sys.argv[2]
+model = AutoModel.from_pretrained(folder, trust_remote_code=True)
+wave = np.load(wave_path)
+stream = model.stream(chunk_seconds=0.4)
+events = []
+for i in range(0, len(wave), 1600):  # 0.1 s pieces
+    events += stream.feed(wave[i : i + 1600])
+events += stream.finish()
+rows = [[e.delta, list(e.words), e.text, e.final] for e in events]
+print(json.dumps({"module": type(stream).__module__, "events": rows}))
+"""
+
+
 def _trained_looking(encoder, decoder, bf16=True, lora_std=0.5):
     return trained_looking(encoder, decoder, bf16, lora_std)
 
@@ -81,6 +98,30 @@ def test_generated_code_is_speechlms_own_and_imports_nothing_else():
         generate.sibling_imports("from .loading import x\n", "speechlm.model.align")
     with pytest.raises(ValueError, match="imports speechlm.config"):
         generate.check_imports("import torch\ndef f():\n    from speechlm.config import ConfigError\n", "x.py")
+
+
+@pytest.mark.slow
+def test_the_export_streams_live_without_speechlm_as_speechlm_does(tmp_path, nospeechlm_python):
+    """The folder's `model.stream()` is speechlm's Streamer (speechlm_streaming.py, carried word for
+    word): fed the same pieces where speechlm can't be imported, it commits the same words at the same
+    moments with the same times as `stream_wave` in speechlm."""
+    from speechlm.inference import StreamSettings, stream_wave
+
+    model = _trained_looking("tiny/whisper", "tiny/qwen3", bf16=False)
+    model.cfg.max_new_tokens = 8
+    rng = np.random.default_rng(2)
+    parts = [(1.0, 0.1), (0.6, 0.0), (1.2, 0.1), (0.5, 0.0), (0.8, 0.05)]
+    wave = np.concatenate([(a * rng.standard_normal(int(s * 16000))).astype(np.float32) for s, a in parts])
+    expected = list(stream_wave(model, wave, StreamSettings(chunk_seconds=0.4), piece_seconds=0.1))
+    assert expected[-1].text and sum(bool(e.delta) for e in expected) >= 2  # committed in steps
+    folder = write_export(model, tmp_path / "hf")
+    np.save(tmp_path / "wave.npy", wave)
+    got = nospeechlm.run(
+        nospeechlm_python, STREAM_WITHOUT_SPEECHLM, str(folder), str(tmp_path / "wave.npy"), cwd=tmp_path
+    )
+    assert got["module"].endswith("speechlm_streaming")
+    ours = [[e.delta, list(e.words), e.text, e.final] for e in expected]
+    assert got["events"] == json.loads(json.dumps(ours))
 
 
 @pytest.mark.slow

@@ -41,6 +41,29 @@ def test_batcher_returns_each_requests_texts_in_order_and_sorts_each_batch():
     assert sum(map(len, batches)) == 9 and b.counts["largest_batch"] == 4  # gathered within max_wait
 
 
+def test_live_windows_batch_with_requests_and_carry_their_prefixes():
+    """A live stream's window (serve/live.py) is a job with a prefix per segment: the batch function
+    gets them, "" for the other requests' segments, and word timestamps for the whole batch."""
+    calls = []
+
+    def transcribe(waves, words=False, prefixes=None):
+        calls.append((sorted(len(w) for w in waves), words, prefixes))
+        return [f"{p or ''}+{len(w)}" for w, p in zip(waves, prefixes or [None] * len(waves))]
+
+    b = Batcher(transcribe, max_batch=4, max_wait=0.2)
+    b.start()
+    try:
+        plain = b.submit([np.zeros(3)])
+        live = b.submit([np.zeros(5)], words=True, prefixes=["the cat"])
+        assert live.future.result(10) == ["the cat+5"] and plain.future.result(10) == ["+3"]
+        assert b.submit([np.zeros(2)]).future.result(10) == ["+2"]  # no prefix in the batch: called as before
+    finally:
+        b.stop(5)
+    assert calls == [([3, 5], True, ["the cat", ""]), ([2], False, None)]
+    with pytest.raises(ValueError, match="2 prefixes for 1 segments"):
+        b.submit([np.zeros(1)], prefixes=["a", "b"])
+
+
 def test_batcher_lets_a_short_request_into_the_next_batch_past_a_long_ones_queue():
     batches = []
     b = Batcher(_namer(batches, delay=0.1), max_batch=8, max_wait=0.0, max_per_request=2)

@@ -5,6 +5,7 @@ files. They are not a second copy kept by hand: `speechlm_core.py` is assembled 
 from the source of the very classes speechlm imports (the SpeechLM module, the projector, each encoder
 family with its features and encoder forward), and the VERBATIM modules (`speechlm_text.py`, the
 long-form cut `speechlm_longform.py`, `speechlm_cut.py`, `speechlm_stitch.py`, `speechlm_batching.py`,
+the live `speechlm_streaming.py` and `speechlm_stream_settings.py`,
 the input checks `speechlm_audio_checks.py`, ...) are speechlm's own modules word for word but for the
 names of the siblings they import (`from .cut import` -> `from .speechlm_cut import`). The hand-written
 files in `remote/` only adapt them to transformers' Auto classes and pipeline.
@@ -62,6 +63,8 @@ VERBATIM = {
     "speechlm_cut.py": "speechlm.model.longform.cut",
     "speechlm_stitch.py": "speechlm.model.longform.stitch",
     "speechlm_batching.py": "speechlm.model.longform.batching",
+    "speechlm_stream_settings.py": "speechlm.model.longform.stream_settings",
+    "speechlm_streaming.py": "speechlm.model.longform.streaming",
     "speechlm_generation.py": "speechlm.model.generation",
     "speechlm_align.py": "speechlm.model.align",
     "speechlm_audio_checks.py": "speechlm.audio_checks",

@@ -7,6 +7,11 @@ bases is this file's own: from this folder (encoder/, decoder/) or from the Hub 
 
     model = AutoModel.from_pretrained(folder, trust_remote_code=True)
     model.transcribe([wave_16k_float32, ...])     # one text per clip (any length: cut into windows)
+    stream = model.stream()                       # live: speechlm's Streamer (speechlm_streaming.py)
+    for piece in pieces:
+        for event in stream.feed(piece):          # text committed as the audio arrives, never taken back
+            print(event.delta, end="")
+    stream.finish()
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from .speechlm_batching import transcribe_long, transcribe_windows
 from .speechlm_core import DTYPES, FAMILIES, TokenLoss, assemble_folder_model, base_in_folder, read_config
 from .speechlm_longform import DEFAULT_LONG_FORM, LongForm
 from .speechlm_stitch import timed_clip
+from .speechlm_stream_settings import DEFAULT_STREAM_SETTINGS, StreamSettings
+from .speechlm_streaming import Streamer
 
 
 def _local_folder(name_or_path, revision=None, **hub) -> Path:
@@ -131,3 +138,10 @@ class SpeechLMForASR(PreTrainedModel):
         run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens, timestamps=True)  # noqa: E731
         spans, outs = transcribe_windows(run, waves, lf, batch_size, min_samples)
         return [timed_clip(sp, out, lf.strategy, w) for sp, out, w in zip(spans, outs, waves)]
+
+    def stream(self, settings: StreamSettings = DEFAULT_STREAM_SETTINGS, **fields) -> Streamer:
+        """A live stream on this model, speechlm's own (`speechlm transcribe --live` and the server run
+        it): `feed(piece)` 16 kHz float pieces of any length, each call's events ({delta, words, text,
+        seconds, final}) the text committed meanwhile; `finish()` commits the rest. `settings` (or its
+        fields as keywords: `chunk_seconds=1.0`, `agreement=3`, ...): speechlm_stream_settings.py."""
+        return Streamer(self.model, replace(settings, **fields))
