@@ -38,7 +38,6 @@ from speechlm.serve.batcher import SegmentError, WorkerDead
 log = logging.getLogger("speechlm.serve")
 
 
-
 class StreamClosed(Exception):
     """The stream's client left, or the server is shutting down: its decodes are called off."""
 
