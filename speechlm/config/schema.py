@@ -57,6 +57,10 @@ class DataSet:
     path: str = ""
     weight: float = 1.0
     split: str = "train"
+    # the mix within the set: a clip's weight is `weight` x its language's factor x its task's (a
+    # language or task not named: 1); needs clips that state them (manifest.json's shard entries)
+    languages: dict[str, float] = field(default_factory=dict)
+    tasks: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
