@@ -105,7 +105,10 @@ def clip_factors(sh: dict, mix: tuple[dict, dict], key: str, mpath) -> np.ndarra
         )
     langs, tasks = sh["languages"], sh["tasks"]
     return np.array(
-        [by_language.get(lang or UNKNOWN_LANGUAGE_KEY, 1.0) * by_task.get(task, 1.0) for lang, task in zip(langs, tasks)],
+        [
+            by_language.get(lang or UNKNOWN_LANGUAGE_KEY, 1.0) * by_task.get(task, 1.0)
+            for lang, task in zip(langs, tasks)
+        ],
         dtype=np.float64,
     )
 

@@ -193,6 +193,8 @@ class SpeechLM(nn.Module):
         details: bool = False,
         timestamps: bool = False,
         prefixes: list[str | list[int]] | None = None,
+        language: str | None | list[str | None] = None,
+        task: str | list[str] = "transcribe",
     ) -> list:
         """Texts for 16 kHz waves. With `details`, dicts that also say whether the token budget or the
         loop rule stopped each clip (speechlm.model.generation); with `timestamps`, dicts whose "words"
@@ -204,10 +206,22 @@ class SpeechLM(nn.Module):
         transcript) and the model goes on after them. The text returned is the whole answer, prefix
         included, and so are the "words" and "ids" (the answer's token ids, up to end-of-turn); "tokens"
         counts the new ones. The prefix spends the clip's token budget and takes part in the loop rule
-        (`generation.token_budget`, `generation.LoopStop`)."""
+        (`generation.token_budget`, `generation.LoopStop`).
+
+        `language` (ISO 639-1) and `task` (transcribe, translate, or a task of `task_prompts`), one for
+        every clip or a list of one per clip: the prompt states them (speechlm.text.task_prompt). A model
+        trained to open its answer with the language (`answer_language`) is pinned to a given one (the
+        opening is written for it) and detects it otherwise; its dicts say "language" (detected or
+        pinned; None from a model that does not write it), and the opening is never part of the text."""
         if prefixes is not None and len(prefixes) != len(waves):
             raise ValueError(f"{len(prefixes)} prefixes for {len(waves)} clips")
-        given = [self._prefix_ids(p) for p in prefixes] if prefixes is not None else [[] for _ in waves]
+        langs, tasks = self.per_clip(language, len(waves), "language"), self.per_clip(task, len(waves), "task")
+        prefixes = prefixes if prefixes is not None else [[] for _ in waves]
+        given = [self._prefix_ids(p, lang) for p, lang in zip(prefixes, langs)]
+        instructions = [
+            text.task_prompt(self.cfg.prompt, t, lang, None, getattr(self.cfg, "task_prompts", None))
+            for t, lang in zip(tasks, langs)
+        ]
         device = next(self.projector.parameters()).device
         feats, mask = self.features(waves)
         feats, mask = feats.to(device), mask.to(device)
@@ -220,11 +234,15 @@ class SpeechLM(nn.Module):
         try:
             with self._autocast(device):
                 projected = self.encode_audio(feats, mask)
-                rows, stops = self._generate(waves, feats, mask, projected, max_new_tokens, num_beams, eot, given)
+                rows, stops = self._generate(
+                    waves, feats, mask, projected, (max_new_tokens, num_beams, eot), given, instructions
+                )
         finally:
             if switch:
                 self.train(was_training)
         out = self._answers(rows, stops, given, (eot, pad))
+        if getattr(self.cfg, "answer_language", False):
+            out = [self._language_opened(o, lang) for o, lang in zip(out, langs)]
         if not (details or timestamps):
             return [o["text"] for o in out]
         if timestamps:
@@ -252,9 +270,37 @@ class SpeechLM(nn.Module):
             for a, n, h, c in zip(answers, n_new, hit, cut)
         ]
 
-    def _prefix_ids(self, prefix) -> list[int]:
+    @staticmethod
+    def per_clip(value, n: int, what: str) -> list:
+        """One value per clip: a list as given (of n), or one value for every clip."""
+        if isinstance(value, (list, tuple)):
+            if len(value) != n:
+                raise ValueError(f"{len(value)} values of {what} for {n} clips")
+            return list(value)
+        return [value] * n
+
+    def _language_opened(self, answer: dict, pinned: str | None) -> dict:
+        """An answer of a model that opens with the language: the opening's tokens taken off its text and
+        ids (word times align the rest), the language it names kept as "language"."""
+        ids = answer["ids"]
+        for k in range(1, min(len(ids), 8) + 1):
+            lang, _ = text.split_answer(self.tokenizer.decode(ids[:k], skip_special_tokens=True))
+            if lang is not None:
+                rest = ids[k:]
+                words = self.tokenizer.decode(rest, skip_special_tokens=True).strip()
+                return dict(answer, ids=rest, text=words, language=lang)
+        return dict(answer, language=pinned)
+
+    def _prefix_ids(self, prefix, language: str | None = None) -> list[int]:
         """The answer tokens of a prefix: ids as given, text as `text.target_ids` tokenizes a transcript
-        (without its end-of-turn)."""
+        (without its end-of-turn); a model that opens its answers with the language gets the opening of
+        a given `language` first (a pin)."""
+        if language and getattr(self.cfg, "answer_language", False):
+            opening = text.answer_prefix(language)
+            if isinstance(prefix, str):
+                prefix = opening + prefix.strip()
+            else:
+                prefix = self._prefix_ids(opening) + list(prefix)
         if isinstance(prefix, str):
             return list(self.tokenizer(prefix.strip(), add_special_tokens=False)["input_ids"]) if prefix.strip() else []
         ids = [int(i) for i in prefix]
@@ -264,12 +310,14 @@ class SpeechLM(nn.Module):
             raise ValueError(f"a prefix holds ids {bad[:5]} that are not text tokens of the decoder ({size} rows)")
         return ids
 
-    def _generate(self, waves, feats, mask, projected, max_new_tokens, num_beams, eot, given) -> tuple[list, list]:
-        """(new token rows, the stopping rules that ran): greedy or beam generation after each clip's prompt
-        and the answer tokens `given` for it (a prefix, often none)."""
+    def _generate(self, waves, feats, mask, projected, how, given, instructions) -> tuple[list, list]:
+        """(new token rows, the stopping rules that ran): greedy or beam generation (`how`: max new tokens,
+        beams, end-of-turn id) after each clip's prompt (its instruction) and the answer tokens `given`
+        for it (a prefix, often none)."""
+        max_new_tokens, num_beams, eot = how
         prompts = [
-            text.prompt_ids(self.tokenizer, n, self.cfg.prompt, self.cfg.audio_token, self.cfg.system_prompt) + g
-            for n, g in zip(projected[1].tolist(), given)
+            text.prompt_ids(self.tokenizer, n, instruction, self.cfg.audio_token, self.cfg.system_prompt) + g
+            for n, g, instruction in zip(projected[1].tolist(), given, instructions)
         ]
         budgets = generation.token_budget(
             [len(w) / SAMPLE_RATE for w in waves],
