@@ -34,6 +34,9 @@ class ModelConfig:
     # prompt above) plus " The speech is in <language>." when its language is given; prompt templates
     # of tasks of one's own ("{target}": the target language's name), beside the registered ones
     task_prompts: dict[str, str] = field(default_factory=dict)
+    # the languages the model serves (ISO 639-1; the card's `language:` list, the server's `language`
+    # field); empty: English only
+    languages: list[str] = field(default_factory=list)
     # detect-or-pin: the answer opens with the spoken language ("[es] ..."); a caller pins a language by
     # writing the opening, or lets the model detect it
     answer_language: bool = False

@@ -24,10 +24,12 @@ from speechlm.inference.args import add_long_form_args, check_max_seconds, long_
 from speechlm.inference.bases import add_base_args, bases_from_args, run_bases
 from speechlm.inference.transcribe import (
     MAX_SECONDS,
+    Task,
     batch_transcriber,
     clip_spans,
     load_clip,
     long_form_for,
+    transcribe_detected,
     transcribe_files,
     transcribe_timed,
     transcribe_waves,
@@ -93,6 +95,8 @@ __all__ = [
     "stream_wave",
     "timed_clip",
     "transcribe_files",
+    "transcribe_detected",
     "transcribe_timed",
     "transcribe_waves",
+    "Task",
 ]

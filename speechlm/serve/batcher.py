@@ -57,8 +57,11 @@ class WorkerDead(RuntimeError):
 class Job:
     """One request's segments, their texts as batches return them, and a future for all of them."""
 
-    def __init__(self, segments: Sequence[np.ndarray], arrived: float, words: bool = False, request_id: str = ""):
+    def __init__(
+        self, segments: Sequence[np.ndarray], arrived: float, words: bool = False, request_id: str = "", task=None
+    ):
         self.segments = list(segments)
+        self.task = task  # the request's language and task (speechlm.inference.Task); None: transcription
         self.words = words  # the request wants word timestamps: its batches are transcribed with them
         self.request_id = request_id  # named in the log when its segment fails
         self.texts: list[str | None] = [None] * len(self.segments)
@@ -137,8 +140,10 @@ class Batcher:
         """The worker runs (or has not been started yet) and has not died."""
         return self.death is None and (self._thread is None or self._thread.is_alive() or self._stopping)
 
-    def submit(self, segments: Sequence[np.ndarray], words: bool = False, request_id: str = "") -> Job:
-        job = Job(segments, time.monotonic(), words, request_id)
+    def submit(self, segments: Sequence[np.ndarray], words: bool = False, request_id: str = "", task=None) -> Job:
+        """Queue a request's segments; `task`: its language and task, asked of each of its segments
+        (batched with other requests' all the same: the model takes one per row)."""
+        job = Job(segments, time.monotonic(), words, request_id, task)
         if not job.segments:
             job.future.set_result([])
             return job
@@ -236,7 +241,11 @@ class Batcher:
             self._deliver(picks, texts)
 
     def _transcribe(self, picks: list[tuple[Job, int]]) -> list:
-        texts = self.transcribe_batch([j.segments[i] for j, i in picks], any(j.words for j, _ in picks))
+        segments, words = [j.segments[i] for j, i in picks], any(j.words for j, _ in picks)
+        if any(j.task is not None for j, _ in picks):
+            texts = self.transcribe_batch(segments, words, tasks=[j.task for j, _ in picks])
+        else:  # the batch function of a server that serves transcription only takes (segments, words)
+            texts = self.transcribe_batch(segments, words)
         if len(texts) != len(picks):
             raise RuntimeError(f"the model returned {len(texts)} texts for a batch of {len(picks)}")
         return texts
