@@ -208,20 +208,8 @@ class SpeechLM(nn.Module):
         counts the new ones. The prefix spends the clip's token budget and takes part in the loop rule
         (`generation.token_budget`, `generation.LoopStop`).
 
-        `language` (ISO 639-1) and `task` (transcribe, translate, or a task of `task_prompts`), one for
-        every clip or a list of one per clip: the prompt states them (speechlm.text.task_prompt). A model
-        trained to open its answer with the language (`answer_language`) is pinned to a given one (the
-        opening is written for it) and detects it otherwise; its dicts say "language" (detected or
-        pinned; None from a model that does not write it), and the opening is never part of the text."""
-        if prefixes is not None and len(prefixes) != len(waves):
-            raise ValueError(f"{len(prefixes)} prefixes for {len(waves)} clips")
-        langs, tasks = self.per_clip(language, len(waves), "language"), self.per_clip(task, len(waves), "task")
-        prefixes = prefixes if prefixes is not None else [[] for _ in waves]
-        given = [self._prefix_ids(p, lang) for p, lang in zip(prefixes, langs)]
-        instructions = [
-            text.task_prompt(self.cfg.prompt, t, lang, None, getattr(self.cfg, "task_prompts", None))
-            for t, lang in zip(tasks, langs)
-        ]
+        `language` and `task`, for all clips or per clip: see `_asked` and `_language_opened`."""
+        langs, given, instructions = self._asked(len(waves), prefixes, language, task)
         device = next(self.projector.parameters()).device
         feats, mask = self.features(waves)
         feats, mask = feats.to(device), mask.to(device)
@@ -234,15 +222,12 @@ class SpeechLM(nn.Module):
         try:
             with self._autocast(device):
                 projected = self.encode_audio(feats, mask)
-                rows, stops = self._generate(
-                    waves, feats, mask, projected, (max_new_tokens, num_beams, eot), given, instructions
-                )
+                how = (max_new_tokens, num_beams, eot)
+                rows, stops = self._generate(waves, feats, mask, projected, how, given, instructions)
         finally:
             if switch:
                 self.train(was_training)
-        out = self._answers(rows, stops, given, (eot, pad))
-        if getattr(self.cfg, "answer_language", False):
-            out = [self._language_opened(o, lang) for o, lang in zip(out, langs)]
+        out = self._answers(rows, stops, given, (eot, pad), langs)
         if not (details or timestamps):
             return [o["text"] for o in out]
         if timestamps:
@@ -251,15 +236,16 @@ class SpeechLM(nn.Module):
                 o["words"] = words
         return out
 
-    def _answers(self, rows, stops, given, ends) -> list[dict]:
+    def _answers(self, rows, stops, given, ends, langs=None) -> list[dict]:
         """Each clip's answer from its generated rows: the loop rule's cut applied, up to the first
-        end-of-turn or pad token (`ends`), after its prefix ids; text, ids, new tokens and stop flags."""
+        end-of-turn or pad token (`ends`), after its prefix ids; text, ids, new tokens and stop flags;
+        a model that opens its answers with the language: that opening read off (`langs`: the pinned)."""
         cut = stops[1].cut if len(stops) > 1 else [None] * len(rows)
         hit = stops[0].hit if stops else [False] * len(rows)
         kept = [row[:c] if c is not None else row for row, c in zip(rows, cut)]
         n_new = [next((i for i, tok in enumerate(row) if tok in ends), len(row)) for row in kept]
         answers = [g + row[:n] for g, row, n in zip(given, kept, n_new)]
-        return [
+        out = [
             {
                 "text": self.tokenizer.decode(a, skip_special_tokens=True).strip(),
                 "ids": a,
@@ -269,6 +255,25 @@ class SpeechLM(nn.Module):
             }
             for a, n, h, c in zip(answers, n_new, hit, cut)
         ]
+        if getattr(self.cfg, "answer_language", False):
+            out = [self._language_opened(o, lang) for o, lang in zip(out, langs or [None] * len(out))]
+        return out
+
+    def _asked(self, n: int, prefixes, language, task) -> tuple[list, list, list]:
+        """(per clip: its language, the answer tokens given (a pin's opening, a prefix), its instruction).
+        `language` (ISO 639-1) and `task` (transcribe, translate, or a task of `task_prompts`), one for
+        every clip or a list of one per clip: the prompt states them (speechlm.text.task_prompt). A model
+        trained to open its answer with the language (`answer_language`) is pinned to a given one (the
+        opening is written for it) and detects it otherwise; its dicts say "language" (detected or
+        pinned; None from a model that does not write it), and the opening is never part of the text."""
+        if prefixes is not None and len(prefixes) != n:
+            raise ValueError(f"{len(prefixes)} prefixes for {n} clips")
+        langs, tasks = self.per_clip(language, n, "language"), self.per_clip(task, n, "task")
+        prefixes = prefixes if prefixes is not None else [[] for _ in range(n)]
+        given = [self._prefix_ids(p, lang) for p, lang in zip(prefixes, langs)]
+        templates = getattr(self.cfg, "task_prompts", None)
+        instructions = [text.task_prompt(self.cfg.prompt, t, lang, None, templates) for t, lang in zip(tasks, langs)]
+        return langs, given, instructions
 
     @staticmethod
     def per_clip(value, n: int, what: str) -> list:

@@ -114,16 +114,8 @@ def create_app(cfg: ServeConfig, engine: Engine, batcher: Batcher, names: list[s
         data = [{"id": n, "object": "model", "created": int(state.started), "owned_by": "speechlm"} for n in names]
         return {"object": "list", "data": data}
 
-    async def answer(request: Request, translation: bool) -> Response:
-        rid = uuid.uuid4().hex[:16]
-        handle = lambda: _transcribe(request, rid, state, cfg, engine, batcher, names, translation)  # noqa: E731
-        try:
-            response = await _counted(state, handle)
-        except APIError as e:
-            e.headers = {**(e.headers or {}), "x-request-id": rid}
-            raise
-        response.headers["x-request-id"] = rid
-        return response
+    def answer(request: Request, translation: bool):
+        return _answer(request, translation, (state, cfg, engine, batcher, names))
 
     @app.post("/v1/audio/transcriptions", dependencies=[authorized], openapi_extra=fields.openapi(names))
     async def transcriptions(request: Request):
@@ -135,6 +127,21 @@ def create_app(cfg: ServeConfig, engine: Engine, batcher: Batcher, names: list[s
         return await answer(request, translation=True)
 
     return app
+
+
+async def _answer(request: Request, translation: bool, ctx: tuple) -> Response:
+    """A transcription or translation request's answer, with its request id (`ctx`: the app's state,
+    settings, engine, batcher and served names)."""
+    state, cfg, engine, batcher, names = ctx
+    rid = uuid.uuid4().hex[:16]
+    handle = lambda: _transcribe(request, rid, state, cfg, engine, batcher, names, translation)  # noqa: E731
+    try:
+        response = await _counted(state, handle)
+    except APIError as e:
+        e.headers = {**(e.headers or {}), "x-request-id": rid}
+        raise
+    response.headers["x-request-id"] = rid
+    return response
 
 
 def _busy(cfg: ServeConfig) -> APIError:
