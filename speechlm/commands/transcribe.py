@@ -32,7 +32,7 @@ import os
 import sys
 from pathlib import Path
 
-from speechlm import inference, subtitles, text
+from speechlm import inference, subtitles
 from speechlm.config import ConfigError, cli_errors, command_parser
 
 EXAMPLES = """examples:
@@ -115,10 +115,13 @@ def main(argv=None, prog: str = "python -m speechlm.transcribe"):
 
 def _task(args) -> inference.Task:
     """The language and task of --language and --task, checked before the model loads."""
-    try:
-        text.check_language(args.language, "--language")
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    if args.language is not None:
+        from speechlm import text  # transformers' language table: only when a language is given
+
+        try:
+            text.check_language(args.language, "--language")
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     if args.task != "transcribe" and args.format != "txt":
         raise ConfigError(
             f"--format {args.format}: word times are for transcription; a {args.task} answer has segment times "
