@@ -13,6 +13,7 @@ answer; templates that don't know the flag ignore it.
 from __future__ import annotations
 
 import logging
+import re
 import weakref
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
@@ -103,3 +104,67 @@ def prompt_ids(
 def target_ids(tok: PreTrainedTokenizerBase, transcript: str) -> list[int]:
     """The assistant turn's tokens: the transcript, then the template's end-of-turn token."""
     return list(tok(transcript, add_special_tokens=False)["input_ids"]) + [end_of_turn_id(tok)]
+
+
+# ------------------------------------------------------------------ languages and tasks (docs/languages.md)
+# The prompt of a clip is its task's template; a given language adds LANGUAGE_NOTE. A transcription's
+# template is the model's own prompt (`model.prompt`), so a clip with no language and task `transcribe`
+# is prompted exactly as before tasks existed. Custom tasks bring their templates (`model.task_prompts`).
+TRANSCRIBE, TRANSLATE = "transcribe", "translate"
+TASK_TEMPLATES = {TRANSCRIBE: "{prompt}", TRANSLATE: "Translate the audio into {target}."}
+LANGUAGE_NOTE = " The speech is in {language}."
+# detect-or-pin: the answer opens with the spoken language's code in brackets ("[es] hola"); a caller
+# pins a language by writing that opening itself (a prefix the model goes on from)
+ANSWER_LANGUAGE = re.compile(r"^\[([a-z]{2,3})\]\s*")
+
+
+def language_names() -> dict[str, str]:
+    """ISO 639-1 code (Whisper's table: 99 languages and yue) -> English name."""
+    from transformers.models.whisper.tokenization_whisper import LANGUAGES  # a table only; no model loads
+
+    return dict(LANGUAGES)
+
+
+def check_language(code: str | None, key: str = "language") -> str | None:
+    """`code` when it is a known ISO 639-1 code (or None); ValueError naming `key` otherwise."""
+    if code is not None and code not in language_names():
+        raise ValueError(f"{key}: unknown language {code!r}; use an ISO 639-1 code such as en, es, de, fr, ja")
+    return code
+
+
+def task_prompt(
+    prompt: str,
+    task: str = TRANSCRIBE,
+    language: str | None = None,
+    target: str | None = None,
+    templates: dict[str, str] | None = None,
+) -> str:
+    """The instruction of a clip: its task's template (`prompt` is the model's transcription prompt),
+    naming the translation's `target` language, plus the spoken `language` when it is given."""
+    names = language_names()
+    every = {**TASK_TEMPLATES, **(templates or {})}
+    if task not in every:
+        raise ValueError(
+            f"task {task!r} has no prompt template (known: {', '.join(sorted(every))}; see model.task_prompts)"
+        )
+    for key, code in (("language", language), ("target language", target)):
+        check_language(code, key)
+    if task == TRANSLATE and target is None:
+        target = "en"  # OpenAI's translations are into English
+    out = every[task].format(prompt=prompt, target=names[target].title() if target else "", language="")
+    if language:
+        out += LANGUAGE_NOTE.format(language=names[language].title())
+    return out
+
+
+def answer_prefix(language: str) -> str:
+    """The opening of a detect-or-pin answer that names `language`."""
+    return f"[{check_language(language)}] "
+
+
+def split_answer(answer: str) -> tuple[str | None, str]:
+    """(the language an answer opens with, or None; the rest of the answer)."""
+    m = ANSWER_LANGUAGE.match(answer)
+    if m is None or m.group(1) not in language_names():
+        return None, answer.strip()
+    return m.group(1), answer[m.end() :].strip()

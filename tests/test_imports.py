@@ -102,7 +102,10 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 # ones', and no two folders import each other, in any layer. `python -m speechlm.X` aliases (see
 # ALIAS below) count as the commands they run.
 LAYERS = [
-    ("core", {"config", "audio_checks", "audio", "text", "fsutil", "cache", "plugins", "quiet", "runs", "scoring"}),
+    (
+        "core",
+        {"config", "audio_checks", "audio", "text", "tasks", "fsutil", "cache", "plugins", "quiet", "runs", "scoring"},
+    ),
     ("core output", {"subtitles"}),
     ("shards", {"shard"}),
     ("reader", {"data"}),

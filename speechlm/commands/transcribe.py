@@ -47,6 +47,7 @@ EXAMPLES = """examples:
   speechlm transcribe -m outputs/RUN clip.wav                        # a run dir means its latest checkpoint
   speechlm transcribe -m outputs/RUN/checkpoints/step-2000 meeting.flac talk.wav --long-form pause
   speechlm transcribe -m user/my-asr clip.wav                        # a Hub id
+  speechlm transcribe -m outputs/RUN/final hola.wav --language es --task translate   # pinned, into English
   speechlm transcribe -m outputs/RUN/final talk.wav --format srt --out-dir subs   # subtitles from word times
   speechlm transcribe -m copied/step-2000 clip.wav --base decoder=/models/my-decoder   # a local base elsewhere
   ffmpeg -i talk.mp3 -f s16le -ac 1 -ar 16000 - | speechlm transcribe --live -m outputs/RUN/final -   # live
@@ -82,6 +83,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         "(default: beside each input)",
     )
     ap.add_argument("--overwrite", action="store_true", help="replace json/srt/vtt files that exist (never an input)")
+    ap.add_argument(
+        "--language", default=None, help="the spoken language, ISO 639-1 (es, de, ...): pinned (default: detected)"
+    )
+    ap.add_argument(
+        "--task",
+        default="transcribe",
+        help="transcribe (default), translate (into the model's target language: English), or a task of the model's",
+    )
     inference.add_long_form_args(ap)
     inference.add_base_args(ap)
     return ap
@@ -93,6 +102,7 @@ def main(argv=None, prog: str = "python -m speechlm.transcribe"):
     if args.live or args.format == "jsonl":
         return _live(args)
     inference.check_max_seconds(args.max_seconds)
+    task = _task(args)
     long_form = inference.long_form_from_args(args)
     bases = inference.bases_from_args(args)
     missing = [p for p in args.audio if not Path(p).is_file()]
@@ -110,7 +120,7 @@ def main(argv=None, prog: str = "python -m speechlm.transcribe"):
     if waves:
         model = inference.load_model(args.model, bases)  # the model stack (torch, transformers) once the inputs check
         run = inference.transcribe_waves if args.format == "txt" else inference.transcribe_timed
-        results, lost = transcribe_each(lambda ws: run(model, ws, args.batch_size, long_form), waves)
+        results, lost = transcribe_each(lambda ws: run(model, ws, args.batch_size, long_form, task=task), waves)
         failed.update({p: _report(p, e) for p, e in lost.items()})
     for p in args.audio:
         if p in results:
@@ -151,6 +161,23 @@ def _print_live(event, fmt: str) -> None:
     else:
         print(event.delta, end="\n" if event.final else "")
     sys.stdout.flush()
+
+
+def _task(args) -> inference.Task:
+    """The language and task of --language and --task, checked before the model loads."""
+    if args.language is not None:
+        from speechlm import text  # transformers' language table: only when a language is given
+
+        try:
+            text.check_language(args.language, "--language")
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    if args.task != "transcribe" and args.format != "txt":
+        raise ConfigError(
+            f"--format {args.format}: word times are for transcription; a {args.task} answer has segment times "
+            "only (the server's verbose_json); use --format txt"
+        )
+    return inference.Task(args.language, args.task)
 
 
 def _report(path: str, error: Exception) -> str:

@@ -30,6 +30,19 @@ class ModelConfig:
     lora_target_modules: Any = "all-linear"
     audio_token: str = "<audio>"
     prompt: str = "Transcribe the audio."
+    # languages and tasks (docs/languages.md): a clip's prompt is its task's template (transcribe: the
+    # prompt above) plus " The speech is in <language>." when its language is given; prompt templates
+    # of tasks of one's own ("{target}": the target language's name), beside the registered ones
+    task_prompts: dict[str, str] = field(default_factory=dict)
+    # the languages the model serves (ISO 639-1; the card's `language:` list, the server's `language`
+    # field); empty: English only
+    languages: list[str] = field(default_factory=list)
+    # detect-or-pin: the answer opens with the spoken language ("[es] ..."); a caller pins a language by
+    # writing the opening, or lets the model detect it
+    answer_language: bool = False
+    # the share of training clips whose prompt leaves their language out, so the model learns to detect
+    # it (a fixed choice per clip id)
+    language_dropout: float = 0.0
     # null: the chat template's default system turn, if it has one; a string (even ""): that
     # system turn instead (SmolLM2's default adds 16 tokens to every clip)
     system_prompt: str | None = None
@@ -57,6 +70,10 @@ class DataSet:
     path: str = ""
     weight: float = 1.0
     split: str = "train"
+    # the mix within the set: a clip's weight is `weight` x its language's factor x its task's (a
+    # language or task not named: 1); needs clips that state them (manifest.json's shard entries)
+    languages: dict[str, float] = field(default_factory=dict)
+    tasks: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -170,8 +187,22 @@ class Config:
             if not v >= 0:
                 raise ConfigError(f"{key}: must be >= 0, got {v}")
         self._check_optimization()
+        self._check_languages()
         self.data.augment.validate("data.augment")
         self._check_datasets()
+
+    def _check_languages(self) -> None:
+        m = self.model
+        if not 0 <= m.language_dropout <= 1:
+            raise ConfigError(f"model.language_dropout: a share in [0, 1], got {m.language_dropout}")
+        for name, template in m.task_prompts.items():
+            if not isinstance(template, str) or not template.strip():
+                raise ConfigError(f"model.task_prompts.{name}: a prompt template (text), got {template!r}")
+        for k, ds in enumerate(self.data.train):
+            for what, table in (("languages", ds.languages), ("tasks", ds.tasks)):
+                bad = {x: f for x, f in table.items() if not isinstance(f, (int, float)) or f < 0}
+                if bad:
+                    raise ConfigError(f"data.train[{k}].{what}: factors must be numbers >= 0, got {bad}")
 
     def _positive(self) -> dict:
         """Dotted key -> value of the settings that must be > 0 under this config (which batch size

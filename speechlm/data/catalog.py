@@ -12,6 +12,7 @@ import numpy as np
 
 from speechlm.config import ConfigError
 from speechlm.data import remote
+from speechlm.shard.manifest import UNKNOWN_LANGUAGE_KEY
 
 
 @dataclass
@@ -21,6 +22,9 @@ class Shard:
     durations: np.ndarray  # float64 seconds, from the manifest
     set_index: int
     empty_ok: bool = False  # its source keeps empty transcripts on purpose (non-speech clips)
+    # per clip, the factor its language and task put on its set's weight (DataSet.languages, .tasks);
+    # None: 1 for every clip
+    factors: np.ndarray | None = None
 
 
 @dataclass
@@ -58,9 +62,12 @@ class Catalog:
         ]
 
 
-def load_catalog(paths: list[str], splits: list[str], what: str = "data.train", io_=None) -> Catalog:
+def load_catalog(
+    paths: list[str], splits: list[str], what: str = "data.train", io_=None, mixes: list[tuple] | None = None
+) -> Catalog:
     """Read `manifest.json` of each shard set (docs/design.md) into one Catalog. A set's path may be
-    a URL (speechlm.data.remote; `io_` is its RemoteIO): the manifest is fetched, the tars stay there."""
+    a URL (speechlm.data.remote; `io_` is its RemoteIO): the manifest is fetched, the tars stay there.
+    `mixes`: per set, (factor by language, factor by task) (DataSet.languages, .tasks)."""
     shards: list[Shard] = []
     for k, (path, split) in enumerate(zip(paths, splits)):
         mpath = remote.join(path, "manifest.json") if remote.is_url(path) else Path(path) / "manifest.json"
@@ -76,8 +83,34 @@ def load_catalog(paths: list[str], splits: list[str], what: str = "data.train", 
                     f"{what}[{k}]: {mpath} lists {len(ids)} ids but {len(durs)} durations for {sh['file']}"
                 )
             empty_ok = bool(manifest.get("sources", {}).get(sh.get("source"), {}).get("keep_empty", False))
-            shards.append(Shard(remote.join(path, sh["file"]), ids, durs, k, empty_ok))
+            factors = clip_factors(sh, mixes[k] if mixes else ({}, {}), f"{what}[{k}]", mpath)
+            shards.append(Shard(remote.join(path, sh["file"]), ids, durs, k, empty_ok, factors))
     return Catalog(shards, [str(p) for p in paths])
+
+
+def clip_factors(sh: dict, mix: tuple[dict, dict], key: str, mpath) -> np.ndarray | None:
+    """Per clip of a manifest's shard entry, its language's factor times its task's (`mix`: the set's
+    DataSet.languages and .tasks); None when the set mixes by neither."""
+    by_language, by_task = mix
+    if not by_language and not by_task:
+        return None
+    for name, table in (("languages", by_language), ("tasks", by_task)):
+        bad = {k: v for k, v in table.items() if not isinstance(v, (int, float)) or v < 0}
+        if bad:
+            raise ConfigError(f"{key}.{name}: factors must be numbers >= 0, got {bad}")
+    if "languages" not in sh:
+        raise ConfigError(
+            f"{key}.languages/tasks: the clips of {sh['file']} state no language or task ({mpath}); "
+            "give their source a language or task in its shard recipe and rebuild the set"
+        )
+    langs, tasks = sh["languages"], sh["tasks"]
+    return np.array(
+        [
+            by_language.get(lang or UNKNOWN_LANGUAGE_KEY, 1.0) * by_task.get(task, 1.0)
+            for lang, task in zip(langs, tasks)
+        ],
+        dtype=np.float64,
+    )
 
 
 def read_manifest(path: str, key: str, io_=None) -> dict:

@@ -9,21 +9,61 @@ It runs inside DataLoader workers, so it must pickle (a tokenizer and a family d
 
 from __future__ import annotations
 
+import zlib
+from dataclasses import dataclass, field
+
 import numpy as np
 import torch
 
-from speechlm import text
+from speechlm import tasks, text
 from speechlm.audio import SAMPLE_RATE
 
 IGNORE = -100
 
 
+@dataclass
+class Languages:
+    """How a clip's language and task labels (speechlm.shard.languages) make its prompt and answer:
+    model.task_prompts with the registered tasks' templates, model.answer_language, model.language_dropout."""
+
+    templates: dict = field(default_factory=dict)
+    answer_language: bool = False
+    dropout: float = 0.0
+
+    def turns(self, sample: dict, prompt: str) -> tuple[str, str]:
+        """(the instruction, the answer) of a clip: a clip with no language and task `transcribe` is
+        `prompt` and its transcript, as before tasks existed."""
+        task, language = sample.get("task", text.TRANSCRIBE), sample.get("language")
+        answer = sample["text"] if task == text.TRANSCRIBE else sample.get("target_text", "")
+        if task != text.TRANSCRIBE and not answer:
+            raise ValueError(f"clip {sample.get('id')}: task {task} has no target_text")
+        stated = language if language and not self.dropped(str(sample.get("id", ""))) else None
+        target = sample.get("target_language")
+        instruction = text.task_prompt(prompt, task, stated, target, self.templates)
+        if self.answer_language and language:
+            answer = text.answer_prefix(language) + answer
+        return instruction, answer
+
+    def dropped(self, clip_id: str) -> bool:
+        """Whether this clip's prompt leaves its language out: a fixed share `dropout` of clip ids."""
+        return self.dropout > 0 and zlib.crc32(clip_id.encode()) / 2**32 < self.dropout
+
+
 class Collator:
     def __init__(
-        self, tokenizer, *, prompt: str, audio_token: str, family, pool_stride: int, system_prompt: str | None = None
+        self,
+        tokenizer,
+        *,
+        prompt: str,
+        audio_token: str,
+        family,
+        pool_stride: int,
+        system_prompt: str | None = None,
+        languages: Languages | None = None,
     ):
         self.tokenizer = tokenizer
         self.prompt = prompt
+        self.languages = languages or Languages()
         self.system_prompt = system_prompt
         self.audio_token = audio_token
         self.family = family
@@ -48,13 +88,16 @@ class Collator:
             family=family,
             pool_stride=m.projector_pool_stride,
             system_prompt=m.system_prompt,
+            languages=Languages({**tasks.templates(), **m.task_prompts}, m.answer_language, m.language_dropout),
         )
 
-    def prompt_ids(self, n_audio: int) -> list[int]:
-        ids = self._prompts.get(n_audio)
+    def prompt_ids(self, n_audio: int, instruction: str | None = None) -> list[int]:
+        """The prompt of a clip with `n_audio` placeholders and its instruction (default: the prompt)."""
+        instruction = self.prompt if instruction is None else instruction
+        ids = self._prompts.get((n_audio, instruction))
         if ids is None:
-            ids = self._prompts[n_audio] = text.prompt_ids(
-                self.tokenizer, n_audio, self.prompt, self.audio_token, self.system_prompt
+            ids = self._prompts[(n_audio, instruction)] = text.prompt_ids(
+                self.tokenizer, n_audio, instruction, self.audio_token, self.system_prompt
             )
         return ids
 
@@ -75,8 +118,9 @@ class Collator:
         input_features, feature_mask = self.features(waves)
         seqs, labels = [], []
         for s, w in zip(samples, waves):
-            p = self.prompt_ids(self.num_audio_tokens(len(w)))
-            t = text.target_ids(self.tokenizer, s["text"])
+            instruction, answer = self.languages.turns(s, self.prompt)
+            p = self.prompt_ids(self.num_audio_tokens(len(w)), instruction)
+            t = text.target_ids(self.tokenizer, answer)
             seqs.append(p + t)
             labels.append([IGNORE] * len(p) + t)
         S = max(len(x) for x in seqs)

@@ -51,17 +51,41 @@ def epoch_units(catalog: Catalog, weights: list[float], seed: int, epoch: int) -
         if w < 0:
             raise ConfigError(f"data.train[{k}].weight: must be >= 0, got {w}")
         per_shard = [g for g in catalog.set_gids(k) if len(g)]
-        passes, frac = int(np.floor(w)), w - np.floor(w)
-        for _ in range(passes):
-            units.extend(per_shard)
-        if frac > 0 and per_shard:
-            every = np.concatenate(per_shard)
-            take = int(round(frac * len(every)))
-            chosen = np.sort(_rng(seed, epoch, 1, k).choice(every, size=take, replace=False))
-            shard_ix = catalog.shard_of(chosen)
-            units.extend(chosen[shard_ix == s] for s in np.unique(shard_ix))
+        factors = _set_factors(catalog, k)
+        if factors is None:
+            units.extend(_weighted(catalog, per_shard, w, _rng(seed, epoch, 1, k)))
+            continue
+        # a clip's weight is the set's times its language's and task's factor: each group of clips
+        # with one factor is mixed in as a set of its own
+        for g, f in enumerate(np.unique(factors)):
+            group = [gids[factors[gids] == f] for gids in per_shard]
+            units.extend(_weighted(catalog, [x for x in group if len(x)], w * f, _rng(seed, epoch, 1, k, g)))
     order = _rng(seed, epoch, 2).permutation(len(units))
     return [units[i] for i in order]
+
+
+def _weighted(catalog: Catalog, per_shard: list[np.ndarray], w: float, rng) -> list[np.ndarray]:
+    """Reading units of clips mixed in with weight w: floor(w) full passes over `per_shard`, plus a
+    seeded subset of frac(w) of its clips, grouped by shard."""
+    out: list[np.ndarray] = []
+    passes, frac = int(np.floor(w)), w - np.floor(w)
+    for _ in range(passes):
+        out.extend(per_shard)
+    if frac > 0 and per_shard:
+        every = np.concatenate(per_shard)
+        take = int(round(frac * len(every)))
+        chosen = np.sort(rng.choice(every, size=take, replace=False))
+        shard_ix = catalog.shard_of(chosen)
+        out.extend(chosen[shard_ix == s] for s in np.unique(shard_ix))
+    return out
+
+
+def _set_factors(catalog: Catalog, k: int) -> np.ndarray | None:
+    """Per clip of the catalog (by gid), the factor of set k's clips (DataSet.languages, .tasks); None when
+    the set has none."""
+    if all(s.factors is None for s in catalog.shards if s.set_index == k):
+        return None
+    return np.concatenate([s.factors if s.factors is not None else np.ones(len(s.ids)) for s in catalog.shards])
 
 
 def _least_loaded(units: list[np.ndarray], bins: int) -> list[list[int]]:

@@ -111,7 +111,12 @@ class TrainLoader:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside world size {world_size}")
         self.remote_io = remote_io or RemoteIO()  # for sets at a URL
-        self.catalog: Catalog = load_catalog([s.path for s in sets], [s.split for s in sets], io_=self.remote_io)
+        self.catalog: Catalog = load_catalog(
+            [s.path for s in sets],
+            [s.split for s in sets],
+            io_=self.remote_io,
+            mixes=[(getattr(s, "languages", {}), getattr(s, "tasks", {})) for s in sets],
+        )
         # on-the-fly augmentation (speechlm.data.augment), run in the workers; its seed is the reader's
         self.augment = augment if augment is not None and augment.enabled else None
         self.stretch = self.augment.max_stretch if self.augment else 1.0

@@ -34,6 +34,8 @@ from speechlm.data.epoch_plan import PAD, Block
 log = logging.getLogger(__name__)
 
 # a silent second: the padding clip of last resort, when not even the designated clip can be read
+# a clip's language and task labels (speechlm.shard.languages), which the collator's prompt and answer read
+TASK_KEYS = ("language", "task", "target_text", "target_language")
 _SILENCE = {"id": "<pad>", "text": "", "audio": np.zeros(audio_io.SAMPLE_RATE, dtype=np.float32)}
 
 
@@ -201,6 +203,7 @@ class PlanDataset(torch.utils.data.IterableDataset):
             # would move them, so they are left out of clips augmented that way
             if "words" in meta and not self._moves_time():
                 sample["words"] = meta["words"]
+            sample.update({k: meta[k] for k in TASK_KEYS if meta.get(k) is not None})
             return sample
         except (audio_io.AudioError, ValueError, KeyError, TypeError) as e:
             stats["bad_clips"] += 1

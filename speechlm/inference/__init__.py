@@ -27,10 +27,12 @@ from speechlm.inference.bases import add_base_args, bases_from_args, run_bases
 from speechlm.inference.live import pcm_pieces, transcribe_live
 from speechlm.inference.transcribe import (
     MAX_SECONDS,
+    Task,
     batch_transcriber,
     clip_spans,
     load_clip,
     long_form_for,
+    transcribe_detected,
     transcribe_files,
     transcribe_timed,
     transcribe_waves,
@@ -97,7 +99,9 @@ __all__ = [
     "stream_wave",
     "timed_clip",
     "transcribe_files",
+    "transcribe_detected",
     "transcribe_live",
     "transcribe_timed",
     "transcribe_waves",
+    "Task",
 ]

@@ -193,6 +193,8 @@ class SpeechLM(nn.Module):
         details: bool = False,
         timestamps: bool = False,
         prefixes: list[str | list[int]] | None = None,
+        language: str | None | list[str | None] = None,
+        task: str | list[str] = "transcribe",
     ) -> list:
         """Texts for 16 kHz waves. With `details`, dicts that also say whether the token budget or the
         loop rule stopped each clip (speechlm.model.generation); with `timestamps`, dicts whose "words"
@@ -204,10 +206,10 @@ class SpeechLM(nn.Module):
         transcript) and the model goes on after them. The text returned is the whole answer, prefix
         included, and so are the "words" and "ids" (the answer's token ids, up to end-of-turn); "tokens"
         counts the new ones. The prefix spends the clip's token budget and takes part in the loop rule
-        (`generation.token_budget`, `generation.LoopStop`)."""
-        if prefixes is not None and len(prefixes) != len(waves):
-            raise ValueError(f"{len(prefixes)} prefixes for {len(waves)} clips")
-        given = [self._prefix_ids(p) for p in prefixes] if prefixes is not None else [[] for _ in waves]
+        (`generation.token_budget`, `generation.LoopStop`).
+
+        `language` and `task`, for all clips or per clip: see `_asked` and `_language_opened`."""
+        langs, given, instructions = self._asked(len(waves), prefixes, language, task)
         device = next(self.projector.parameters()).device
         feats, mask = self.features(waves)
         feats, mask = feats.to(device), mask.to(device)
@@ -220,11 +222,12 @@ class SpeechLM(nn.Module):
         try:
             with self._autocast(device):
                 projected = self.encode_audio(feats, mask)
-                rows, stops = self._generate(waves, feats, mask, projected, max_new_tokens, num_beams, eot, given)
+                how = (max_new_tokens, num_beams, eot)
+                rows, stops = self._generate(waves, feats, mask, projected, how, given, instructions)
         finally:
             if switch:
                 self.train(was_training)
-        out = self._answers(rows, stops, given, (eot, pad))
+        out = self._answers(rows, stops, given, (eot, pad), langs)
         if not (details or timestamps):
             return [o["text"] for o in out]
         if timestamps:
@@ -233,15 +236,16 @@ class SpeechLM(nn.Module):
                 o["words"] = words
         return out
 
-    def _answers(self, rows, stops, given, ends) -> list[dict]:
+    def _answers(self, rows, stops, given, ends, langs=None) -> list[dict]:
         """Each clip's answer from its generated rows: the loop rule's cut applied, up to the first
-        end-of-turn or pad token (`ends`), after its prefix ids; text, ids, new tokens and stop flags."""
+        end-of-turn or pad token (`ends`), after its prefix ids; text, ids, new tokens and stop flags;
+        a model that opens its answers with the language: that opening read off (`langs`: the pinned)."""
         cut = stops[1].cut if len(stops) > 1 else [None] * len(rows)
         hit = stops[0].hit if stops else [False] * len(rows)
         kept = [row[:c] if c is not None else row for row, c in zip(rows, cut)]
         n_new = [next((i for i, tok in enumerate(row) if tok in ends), len(row)) for row in kept]
         answers = [g + row[:n] for g, row, n in zip(given, kept, n_new)]
-        return [
+        out = [
             {
                 "text": self.tokenizer.decode(a, skip_special_tokens=True).strip(),
                 "ids": a,
@@ -251,10 +255,57 @@ class SpeechLM(nn.Module):
             }
             for a, n, h, c in zip(answers, n_new, hit, cut)
         ]
+        if getattr(self.cfg, "answer_language", False):
+            out = [self._language_opened(o, lang) for o, lang in zip(out, langs or [None] * len(out))]
+        return out
 
-    def _prefix_ids(self, prefix) -> list[int]:
+    def _asked(self, n: int, prefixes, language, task) -> tuple[list, list, list]:
+        """(per clip: its language, the answer tokens given (a pin's opening, a prefix), its instruction).
+        `language` (ISO 639-1) and `task` (transcribe, translate, or a task of `task_prompts`), one for
+        every clip or a list of one per clip: the prompt states them (speechlm.text.task_prompt). A model
+        trained to open its answer with the language (`answer_language`) is pinned to a given one (the
+        opening is written for it) and detects it otherwise; its dicts say "language" (detected or
+        pinned; None from a model that does not write it), and the opening is never part of the text."""
+        if prefixes is not None and len(prefixes) != n:
+            raise ValueError(f"{len(prefixes)} prefixes for {n} clips")
+        langs, tasks = self.per_clip(language, n, "language"), self.per_clip(task, n, "task")
+        prefixes = prefixes if prefixes is not None else [[] for _ in range(n)]
+        given = [self._prefix_ids(p, lang) for p, lang in zip(prefixes, langs)]
+        templates = getattr(self.cfg, "task_prompts", None)
+        instructions = [text.task_prompt(self.cfg.prompt, t, lang, None, templates) for t, lang in zip(tasks, langs)]
+        return langs, given, instructions
+
+    @staticmethod
+    def per_clip(value, n: int, what: str) -> list:
+        """One value per clip: a list as given (of n), or one value for every clip."""
+        if isinstance(value, (list, tuple)):
+            if len(value) != n:
+                raise ValueError(f"{len(value)} values of {what} for {n} clips")
+            return list(value)
+        return [value] * n
+
+    def _language_opened(self, answer: dict, pinned: str | None) -> dict:
+        """An answer of a model that opens with the language: the opening's tokens taken off its text and
+        ids (word times align the rest), the language it names kept as "language"."""
+        ids = answer["ids"]
+        for k in range(1, min(len(ids), 8) + 1):
+            lang, _ = text.split_answer(self.tokenizer.decode(ids[:k], skip_special_tokens=True))
+            if lang is not None:
+                rest = ids[k:]
+                words = self.tokenizer.decode(rest, skip_special_tokens=True).strip()
+                return dict(answer, ids=rest, text=words, language=lang)
+        return dict(answer, language=pinned)
+
+    def _prefix_ids(self, prefix, language: str | None = None) -> list[int]:
         """The answer tokens of a prefix: ids as given, text as `text.target_ids` tokenizes a transcript
-        (without its end-of-turn)."""
+        (without its end-of-turn); a model that opens its answers with the language gets the opening of
+        a given `language` first (a pin)."""
+        if language and getattr(self.cfg, "answer_language", False):
+            opening = text.answer_prefix(language)
+            if isinstance(prefix, str):
+                prefix = opening + prefix.strip()
+            else:
+                prefix = self._prefix_ids(opening) + list(prefix)
         if isinstance(prefix, str):
             return list(self.tokenizer(prefix.strip(), add_special_tokens=False)["input_ids"]) if prefix.strip() else []
         ids = [int(i) for i in prefix]
@@ -264,12 +315,14 @@ class SpeechLM(nn.Module):
             raise ValueError(f"a prefix holds ids {bad[:5]} that are not text tokens of the decoder ({size} rows)")
         return ids
 
-    def _generate(self, waves, feats, mask, projected, max_new_tokens, num_beams, eot, given) -> tuple[list, list]:
-        """(new token rows, the stopping rules that ran): greedy or beam generation after each clip's prompt
-        and the answer tokens `given` for it (a prefix, often none)."""
+    def _generate(self, waves, feats, mask, projected, how, given, instructions) -> tuple[list, list]:
+        """(new token rows, the stopping rules that ran): greedy or beam generation (`how`: max new tokens,
+        beams, end-of-turn id) after each clip's prompt (its instruction) and the answer tokens `given`
+        for it (a prefix, often none)."""
+        max_new_tokens, num_beams, eot = how
         prompts = [
-            text.prompt_ids(self.tokenizer, n, self.cfg.prompt, self.cfg.audio_token, self.cfg.system_prompt) + g
-            for n, g in zip(projected[1].tolist(), given)
+            text.prompt_ids(self.tokenizer, n, instruction, self.cfg.audio_token, self.cfg.system_prompt) + g
+            for n, g, instruction in zip(projected[1].tolist(), given, instructions)
         ]
         budgets = generation.token_budget(
             [len(w) / SAMPLE_RATE for w in waves],

@@ -25,6 +25,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
+from speechlm import text
+from speechlm.inference import Task
 from speechlm.serve import errors, fields, formats, live, realtime
 from speechlm.serve.batcher import Batcher, SegmentError, WorkerDead
 from speechlm.serve.config import ServeConfig
@@ -115,19 +117,35 @@ def create_app(cfg: ServeConfig, engine: Engine, batcher: Batcher, names: list[s
         data = [{"id": n, "object": "model", "created": int(state.started), "owned_by": "speechlm"} for n in names]
         return {"object": "list", "data": data}
 
+    def answer(request: Request, translation: bool):
+        return _answer(request, translation, (state, cfg, engine, batcher, names))
+
     @app.post("/v1/audio/transcriptions", dependencies=[authorized], openapi_extra=fields.openapi(names))
     async def transcriptions(request: Request):
-        rid = uuid.uuid4().hex[:16]
-        try:
-            response = await _counted(state, lambda: _transcribe(request, rid, state, cfg, engine, batcher, names))
-        except APIError as e:
-            e.headers = {**(e.headers or {}), "x-request-id": rid}
-            raise
-        response.headers["x-request-id"] = rid
-        return response
+        return await answer(request, translation=False)
+
+    @app.post("/v1/audio/translations", dependencies=[authorized], openapi_extra=fields.openapi(names))
+    async def translations(request: Request):
+        """OpenAI's translations: the speech of any language the model serves, answered in English."""
+        return await answer(request, translation=True)
 
     realtime.install(app, cfg, engine, batcher, names, state)  # WebSocket /v1/realtime (serve/realtime.py)
     return app
+
+
+async def _answer(request: Request, translation: bool, ctx: tuple) -> Response:
+    """A transcription or translation request's answer, with its request id (`ctx`: the app's state,
+    settings, engine, batcher and served names)."""
+    state, cfg, engine, batcher, names = ctx
+    rid = uuid.uuid4().hex[:16]
+    handle = lambda: _transcribe(request, rid, state, cfg, engine, batcher, names, translation)  # noqa: E731
+    try:
+        response = await _counted(state, handle)
+    except APIError as e:
+        e.headers = {**(e.headers or {}), "x-request-id": rid}
+        raise
+    response.headers["x-request-id"] = rid
+    return response
 
 
 def _busy(cfg: ServeConfig) -> APIError:
@@ -164,7 +182,7 @@ async def _counted(state: ServerState, handle) -> Response:
         raise
 
 
-async def _read(request: Request, state: ServerState, cfg: ServeConfig, names: list[str]):
+async def _read(request: Request, state: ServerState, cfg: ServeConfig, names: list[str], parse=fields.parse):
     """(the parsed fields, the file's bytes), read while holding an upload place, not a model slot: at
     most 2 x --max-concurrent bodies arrive at once, each within --read-timeout of its last bytes."""
     if state.in_flight >= cfg.max_concurrent or state.reading >= 2 * cfg.max_concurrent:
@@ -175,7 +193,7 @@ async def _read(request: Request, state: ServerState, cfg: ServeConfig, names: l
     finally:
         state.reading -= 1
     try:
-        req = fields.parse(form, names)
+        req = parse(form, names)
         data = await req.file.read()
     finally:
         await form.close()
@@ -184,9 +202,15 @@ async def _read(request: Request, state: ServerState, cfg: ServeConfig, names: l
     return req, data
 
 
-async def _transcribe(request, rid: str, state: ServerState, cfg: ServeConfig, engine, batcher, names) -> Response:
+async def _transcribe(
+    request, rid: str, state: ServerState, cfg: ServeConfig, engine, batcher, names, translation: bool = False
+) -> Response:
     _door(state, batcher)
-    req, data = await _read(request, state, cfg, names)
+    parse = lambda form, names: fields.parse(form, names, engine.languages, translation)  # noqa: E731
+    req, data = await _read(request, state, cfg, names, parse)
+    if not engine.multilingual:
+        req.language = None  # English, the only language of such a model: asked as no language is
+    req.task = Task(req.language, "translate") if translation else Task(req.language) if req.language else None
     _door(state, batcher)
     if state.in_flight >= cfg.max_concurrent:
         raise _busy(cfg)
@@ -196,7 +220,7 @@ async def _transcribe(request, rid: str, state: ServerState, cfg: ServeConfig, e
         if req.stream:
             wave = await _decode(data, cfg, engine)
             del data
-            response = live.sse_response(wave, engine, batcher, state, rid, lambda: _release(state))
+            response = live.sse_response(wave, engine, batcher, state, rid, lambda: _release(state), req.task)
             handed = True
             return response
         return await _run(request, rid, state, cfg, engine, batcher, req, data)
@@ -222,14 +246,18 @@ async def _run(request, rid: str, state: ServerState, cfg: ServeConfig, engine, 
     del data
     spans = await run_in_threadpool(engine.cut, wave)
     try:
-        job = batcher.submit([wave[s:e] for s, e in spans], words=req.words, request_id=rid)
+        job = batcher.submit([wave[s:e] for s, e in spans], words=req.words, request_id=rid, task=req.task)
     except WorkerDead:
         _door(state, batcher)
         raise
     outs = await _outcome(request, rid, state, batcher, job)
     clip = engine.timed(spans, outs, wave)
     words = clip["words"] if req.words else None
-    return formats.render(req.response_format, clip["text"], clip["segments"], len(wave) / SAMPLE_RATE, words)
+    task = req.task.task if req.task else "transcribe"
+    spoken = req.language or next((o.get("language") for o in outs if o.get("language")), None) or "en"
+    language = text.language_names().get(spoken, spoken)
+    duration = len(wave) / SAMPLE_RATE
+    return formats.render(req.response_format, clip["text"], clip["segments"], duration, words, task, language)
 
 
 async def _outcome(request, rid: str, state: ServerState, batcher: Batcher, job) -> list:

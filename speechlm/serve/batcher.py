@@ -64,8 +64,10 @@ class Job:
         words: bool = False,
         request_id: str = "",
         prefixes: Sequence[str] | None = None,
+        task=None,
     ):
         self.segments = list(segments)
+        self.task = task  # the request's language and task (speechlm.inference.Task); None: transcription
         self.words = words  # the request wants word timestamps: its batches are transcribed with them
         # per segment, text the answer starts with (a live stream's committed words); None: none
         self.prefixes = list(prefixes) if prefixes is not None else None
@@ -148,10 +150,14 @@ class Batcher:
         """The worker runs (or has not been started yet) and has not died."""
         return self.death is None and (self._thread is None or self._thread.is_alive() or self._stopping)
 
-    def submit(self, segments: Sequence[np.ndarray], words: bool = False, request_id: str = "", prefixes=None) -> Job:
+    def submit(
+        self, segments: Sequence[np.ndarray], words: bool = False, request_id: str = "", prefixes=None, task=None
+    ) -> Job:
         """Queue a request's segments (`prefixes`: per segment, the text its answer starts with: a live
-        stream's window; the batch function is then called with them, "" for the other segments)."""
-        job = Job(segments, time.monotonic(), words, request_id, prefixes)
+        stream's window; the batch function is then called with them, "" for the other segments; `task`:
+        its language and task, asked of each of its segments, batched with other requests' all the same:
+        the model takes one per row)."""
+        job = Job(segments, time.monotonic(), words, request_id, prefixes, task)
         if not job.segments:
             job.future.set_result([])
             return job
@@ -250,10 +256,14 @@ class Batcher:
 
     def _transcribe(self, picks: list[tuple[Job, int]]) -> list:
         segments, words = [j.segments[i] for j, i in picks], any(j.words for j, _ in picks)
+        kwargs = {}
         if any(j.prefixes is not None for j, _ in picks):
-            prefixes = [j.prefixes[i] if j.prefixes is not None else "" for j, i in picks]
-            texts = self.transcribe_batch(segments, words, prefixes)
-        else:
+            kwargs["prefixes"] = [j.prefixes[i] if j.prefixes is not None else "" for j, i in picks]
+        if any(j.task is not None for j, _ in picks):
+            kwargs["tasks"] = [j.task for j, _ in picks]
+        if kwargs:
+            texts = self.transcribe_batch(segments, words, **kwargs)
+        else:  # the batch function of a server that serves plain transcription only takes (segments, words)
             texts = self.transcribe_batch(segments, words)
         if len(texts) != len(picks):
             raise RuntimeError(f"the model returned {len(texts)} texts for a batch of {len(picks)}")

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from speechlm.inference import DEFAULT_LONG_FORM, SAMPLE_RATE, LongForm, batch_transcriber, clip_spans, timed_clip
+from speechlm.inference import (
+    DEFAULT_LONG_FORM,
+    SAMPLE_RATE,
+    LongForm,
+    Task,
+    batch_transcriber,
+    clip_spans,
+    timed_clip,
+)
 from speechlm.serve import decode as bounded
 from speechlm.serve.decode import BadAudio, TooLong
 
@@ -25,13 +33,33 @@ class Engine:
         self._timed = batch_transcriber(model, timestamps=True)
         self.cut(np.zeros(SAMPLE_RATE, np.float32))  # bad settings fail at start-up, not on the first request
 
-    def transcribe_batch(self, segments: list[np.ndarray], words: bool = False, prefixes=None) -> list[dict]:
+    @property
+    def languages(self) -> list[str]:
+        """The languages the model serves (its `languages` setting; a model that lists none: English)."""
+        return list(getattr(self.model.cfg, "languages", None) or ["en"])
+
+    @property
+    def multilingual(self) -> bool:
+        """Whether the model lists its languages; one that does not was trained on English prompts with no
+        language stated, so English asked of it is answered exactly as no language is."""
+        return bool(getattr(self.model.cfg, "languages", None))
+
+    def transcribe_batch(
+        self, segments: list[np.ndarray], words: bool = False, prefixes=None, tasks: list | None = None
+    ) -> list[dict]:
         """{"text"} per segment, with its "words" when a request in the batch asked for them: the CTC head's
         times cost ~14% of a batch (docs/benchmarks.md), paid only then; the texts are the same.
         `prefixes`: per segment, the text its answer starts with (live streams' windows, "" for none:
-        `SpeechLM.transcribe(prefixes=...)`, whose answer with no prefix is the one without)."""
-        if prefixes is not None:
-            return self.model.transcribe(segments, details=True, timestamps=words, prefixes=list(prefixes))
+        `SpeechLM.transcribe(prefixes=...)`, whose answer with no prefix is the one without). `tasks`: per
+        segment its request's language and task (speechlm.inference.Task or None); then each dict also
+        says the "language" the model named (or the pinned one)."""
+        if prefixes is not None or tasks is not None:
+            kwargs = {"prefixes": list(prefixes)} if prefixes is not None else {}
+            if tasks is not None:
+                tasks = [t or Task() for t in tasks]
+                kwargs.update(language=[t.language for t in tasks], task=[t.task for t in tasks])
+            outs = self.model.transcribe(segments, details=True, timestamps=words, **kwargs)
+            return [{k: o[k] for k in ("text", "words", "language") if k in o} for o in outs] if tasks else outs
         if words:
             return self._timed(segments)
         return [{"text": t} for t in self._plain(segments)]

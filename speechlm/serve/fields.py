@@ -3,8 +3,9 @@
 - `file` (required): the audio, any format libsndfile reads.
 - `model` (required): one of the served names (`--served-model-name`); another: 404 model_not_found.
 - `response_format`: json (default), text, srt, vtt, verbose_json.
-- `language`: absent or English (`en`, `en-US`, `english`); another: 400, as the model transcribes
-  English only and would not translate or transcribe another language.
+- `language` (transcriptions only): absent (the model detects it), or a language of the model's
+  `languages` (ISO 639-1 `es`, `es-ES`, or its name `spanish`; a model that lists none serves English
+  only): it is pinned, and the answer is in it, never a translation; another: 400 unsupported_language.
 - `prompt`: accepted and ignored. The model's instruction is fixed in training; OpenAI's prompt is a
   spelling and style hint that clients also fill with the previous chunk's text, so refusing it would
   break them for no gain.
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 from starlette.datastructures import FormData, UploadFile
 
+from speechlm import text
 from speechlm.serve.errors import APIError
 from speechlm.serve.formats import FORMATS
 
@@ -36,6 +38,8 @@ class Fields:
     response_format: str
     words: bool = False  # timestamp_granularities[] holds "word"
     stream: bool = False  # stream=true: server-sent events (serve/live.py)
+    language: str | None = None  # ISO 639-1, pinned; None: detected
+    task: object = None  # the request's speechlm.inference.Task (set by the app); None: plain transcription
 
 
 def _value(form: FormData, name: str) -> str | None:
@@ -72,11 +76,18 @@ def _response_format(form: FormData) -> str:
     return fmt
 
 
-def _check_language(form: FormData) -> None:
+def _language(form: FormData, served: list[str]) -> str | None:
+    """The pinned language's ISO 639-1 code, or None; `served`: the model's languages."""
     lang = _value(form, "language")
-    if lang is not None and lang.lower().replace("_", "-").split("-")[0] not in ("en", "english"):
-        msg = f"language '{lang}' is not supported: this model transcribes English only ('en')"
+    if lang is None:
+        return None
+    names = {name: code for code, name in text.language_names().items()}
+    key = lang.strip().lower().replace("_", "-")
+    code = names.get(key, key.split("-")[0])
+    if code not in served:
+        msg = f"language '{lang}' is not supported: this model serves {', '.join(served)} (ISO 639-1 codes)"
         raise APIError(400, msg, "unsupported_language", "language")
+    return code
 
 
 def _check_temperature(form: FormData) -> None:
@@ -125,12 +136,23 @@ def openapi(names: list[str]) -> dict:
     return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": form}}}}
 
 
-def parse(form: FormData, names: list[str]) -> Fields:
+def parse(form: FormData, names: list[str], served: list[str] = ("en",), translation: bool = False) -> Fields:
+    """The fields of a transcription request, or of a translation (`translation`: OpenAI's translations
+    take no language, and a translation has segment times only)."""
     fields = Fields(file=_file(form), model=_model(form, names), response_format=_response_format(form))
-    _check_language(form)
+    if translation and _value(form, "language") is not None:
+        raise APIError(400, "a translation takes no language: the model detects it", "invalid_value", "language")
+    fields.language = None if translation else _language(form, list(served))
     _check_temperature(form)
     fields.words = _granularities(form, fields.response_format)
+    if translation and fields.words:
+        msg = "word timestamps are for transcriptions; a translation has segment times only"
+        raise APIError(400, msg, "invalid_value", "timestamp_granularities[]")
     fields.stream = _stream(form, fields)
+    if translation and fields.stream:
+        raise APIError(
+            400, "stream=true is for transcriptions: a translation comes whole", "unsupported_value", "stream"
+        )
     return fields
 
 

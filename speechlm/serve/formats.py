@@ -35,7 +35,16 @@ def vtt(segments: list[dict]) -> str:
     return "WEBVTT\n\n" + "\n".join(cues)
 
 
-def render(fmt: str, text: str, segments: list[dict], duration: float, words: list[dict] | None = None) -> Response:
+def render(
+    fmt: str,
+    text: str,
+    segments: list[dict],
+    duration: float,
+    words: list[dict] | None = None,
+    task: str = "transcribe",
+    language: str = "english",
+) -> Response:
+    """The answer in `fmt`; verbose_json names the `task` and the spoken `language` (OpenAI writes its name)."""
     usage = {"type": "duration", "seconds": math.ceil(duration)}
     if fmt == "json":
         return JSONResponse({"text": text, "usage": usage})
@@ -48,8 +57,8 @@ def render(fmt: str, text: str, segments: list[dict], duration: float, words: li
     if fmt == "verbose_json":
         return JSONResponse(
             {
-                "task": "transcribe",
-                "language": "english",
+                "task": task,
+                "language": language,
                 "duration": round(duration, 3),
                 "text": text,
                 "segments": [

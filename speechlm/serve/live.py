@@ -46,8 +46,9 @@ class QueuedModel:
     """The model as a `Streamer` sees it (`transcribe`, `features`, `family`), its decodes run by the
     server's model worker. `close()` calls off the decode in progress and every later one."""
 
-    def __init__(self, engine, batcher, request_id: str):
+    def __init__(self, engine, batcher, request_id: str, task=None):
         self.family = engine.model.family
+        self._task = task  # the request's language and task (speechlm.inference.Task); None: plain
         self.features = engine.model.features
         self._batcher = batcher
         self._request_id = request_id
@@ -60,7 +61,11 @@ class QueuedModel:
             if self._closed:
                 raise StreamClosed
             self._job = self._batcher.submit(
-                list(waves), words=True, request_id=self._request_id, prefixes=prefixes or [""] * len(waves)
+                list(waves),
+                words=True,
+                request_id=self._request_id,
+                prefixes=prefixes or [""] * len(waves),
+                task=self._task,
             )
             job = self._job
         try:
@@ -134,9 +139,12 @@ class _Held(StreamingResponse):
             self._release()
 
 
-def sse_response(wave: np.ndarray, engine, batcher, state, rid: str, release: Callable[[], None]) -> StreamingResponse:
-    """`stream=true`'s answer for a decoded upload (module docstring); `release` frees its model slot."""
-    model = QueuedModel(engine, batcher, rid)
+def sse_response(
+    wave: np.ndarray, engine, batcher, state, rid: str, release: Callable[[], None], task=None
+) -> StreamingResponse:
+    """`stream=true`'s answer for a decoded upload (module docstring); `release` frees its model slot;
+    `task`: the request's pinned language (speechlm.inference.Task), asked of every decode."""
+    model = QueuedModel(engine, batcher, rid, task)
 
     async def body():
         cut = asyncio.ensure_future(state.cut.wait())

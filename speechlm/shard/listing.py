@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 
 from speechlm.fsutil import atomic_write
+from speechlm.shard import languages, sources, truecase
 from speechlm.shard import normalize as N
-from speechlm.shard import sources, truecase
 from speechlm.shard.schema import RowFilter, ShardRecipe
 
 log = logging.getLogger("speechlm.shard")
@@ -141,7 +141,8 @@ def ref_file(ref) -> str:
 
 
 def _keep(cfg: ShardRecipe, src, listed: list[dict], per: dict, report: Report) -> list[list]:
-    """Per unit, the rows that pass: [id, orig_id, normalized text, ref]; the rest are counted and reported."""
+    """Per unit, the rows that pass: [id, orig_id, normalized text, ref(, language and task labels)];
+    the rest are counted and reported."""
     seen, kept = {}, []
     for u in listed:
         rows = []
@@ -155,7 +156,12 @@ def _keep(cfg: ShardRecipe, src, listed: list[dict], per: dict, report: Report) 
             if not all(_matches(f, fields.get(f.column)) for f in src.filters):
                 _count(per, FILTERED)
                 continue
-            text = N.normalize_text(text, cfg.normalize.tags)
+            labels, bad = languages.row_labels(src, fields, cfg.normalize.tags)
+            if bad:
+                _count(per, bad)
+                report.add(where, ref, bad, str(fields.get(src.language_column or src.target_column, ""))[:80])
+                continue
+            text = N.normalize_text(text, cfg.normalize.tags, labels.get("language"))
             if not text and not src.keep_empty:
                 _count(per, N.EMPTY_TEXT)
                 report.add(where, ref, N.EMPTY_TEXT)
@@ -164,7 +170,7 @@ def _keep(cfg: ShardRecipe, src, listed: list[dict], per: dict, report: Report) 
                 report.add(where, ref, N.DUPLICATE_ID, f"clip id {cid} is also {seen[cid]}'s")
             else:
                 seen[cid] = where
-                rows.append([cid, str(oid), text, ref])
+                rows.append([cid, str(oid), text, ref] + ([labels] if labels else []))
         kept.append(rows)
     return kept
 
@@ -209,7 +215,7 @@ def _truecase(cfg: ShardRecipe, units: list[dict], out: Path):
     for u in units:
         if u["source"] in targets:
             u["rows"] = [
-                [cid, oid, truecase.apply(tc, text) if text else text, ref] for cid, oid, text, ref in u["rows"]
+                [cid, oid, truecase.apply(tc, text) if text else text, *rest] for cid, oid, text, *rest in u["rows"]
             ]
     sha = truecase.file_sha256(model_path)
     log.info("truecased %s with %s (sha256 %s)", ", ".join(targets), model, sha[:12])

@@ -23,9 +23,24 @@ def _histogram(durations: list[float]) -> list[int]:
     return counts
 
 
+COUNTED_BY = ("languages", "tasks")  # what a split's clips and hours are also counted by, when its clips state them
+UNKNOWN_LANGUAGE_KEY = "unknown"  # the key of clips whose source states no language
+
+
+def _count_labels(sp: dict, sh: dict) -> None:
+    """Add a shard's clips and seconds to its split's counts per language and per task."""
+    if "languages" not in sh:
+        return
+    for lang, task, d in zip(sh["languages"], sh["tasks"], sh["durations"]):
+        for key, value in (("languages", lang or UNKNOWN_LANGUAGE_KEY), ("tasks", task)):
+            per = sp.setdefault(key, {}).setdefault(value, {"clips": 0, "seconds": 0.0})
+            per["clips"] += 1
+            per["seconds"] += d
+
+
 def _split_totals(recipe: ShardRecipe, shards: list[dict]) -> dict:
-    """split -> its shards (in write order) with clips, seconds and hours, in all and per source;
-    splits in SPLITS order."""
+    """split -> its shards (in write order) with clips, seconds and hours, in all, per source and, where
+    clips state them, per language and per task; splits in SPLITS order."""
     weights = {s.name: s.weight for s in recipe.sources}
     splits: dict = {}
     for sh in shards:
@@ -40,8 +55,10 @@ def _split_totals(recipe: ShardRecipe, shards: list[dict]) -> dict:
                 "seconds": seconds,
                 "ids": sh["ids"],
                 "durations": sh["durations"],
+                **{k: sh[k] for k in ("languages", "tasks") if k in sh},
             }
         )
+        _count_labels(sp, sh)
         sp["clips"] += len(sh["ids"])
         sp["seconds"] += seconds
         per = sp["sources"].setdefault(sh["source"], {"clips": 0, "seconds": 0.0})
@@ -50,7 +67,7 @@ def _split_totals(recipe: ShardRecipe, shards: list[dict]) -> dict:
     for sp in splits.values():
         sp["seconds"] = round(sp["seconds"], 6)
         sp["hours"] = _hours(sp["seconds"])
-        for per in sp["sources"].values():
+        for per in [*sp["sources"].values(), *(v for k in COUNTED_BY for v in sp.get(k, {}).values())]:
             per["seconds"] = round(per["seconds"], 6)
             per["hours"] = _hours(per["seconds"])
     return {k: splits[k] for k in SPLITS if k in splits}

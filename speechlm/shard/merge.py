@@ -100,7 +100,14 @@ def _gathered(stage: Path, out: Path, plan: dict, done: dict) -> tuple[dict, lis
             file = f"{name}-{split}-{k:06d}.tar"
             moves.append((stage / "parts" / sh["part"], out / file))
             entries.append(
-                {"file": file, "source": name, "split": split, "ids": sh["ids"], "durations": sh["durations"]}
+                {
+                    "file": file,
+                    "source": name,
+                    "split": split,
+                    "ids": sh["ids"],
+                    "durations": sh["durations"],
+                    **{k: sh[k] for k in ("languages", "tasks") if k in sh},
+                }
             )
     return drops, entries, moves
 

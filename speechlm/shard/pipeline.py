@@ -282,6 +282,15 @@ def _decoded(src, unit: dict, tasks: list[dict], metas: list[dict]) -> tuple[dic
     return drops, clips, dropped
 
 
+def _language_lists(clips: list[dict]) -> dict:
+    """A shard's clips' languages and tasks, in clip order, when any clip states one (the manifest
+    counts hours by them and the reader's mix weights by them); {} otherwise."""
+    labels = [c.get("labels") or {} for c in clips]
+    if not any("language" in x or "task" in x for x in labels):
+        return {}
+    return {"languages": [x.get("language") for x in labels], "tasks": [x.get("task", "transcribe") for x in labels]}
+
+
 def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path, pool, bar) -> None:
     """Decode one source file's rows into staged chunks, cut them into part tars, record it done."""
     (stage / "chunks").mkdir(exist_ok=True)
@@ -305,6 +314,7 @@ def _run_unit(cfg: ShardRecipe, src, unit: dict, local: str | None, stage: Path,
                 "part": Path(p["path"]).name,
                 "ids": [c["id"] for c in p["clips"]],
                 "durations": [c["duration"] for c in p["clips"]],
+                **_language_lists(p["clips"]),
             }
             for p in parts
         ],

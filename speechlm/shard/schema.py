@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from speechlm import tasks, text
 from speechlm.config import REPO_ROOT, ConfigError, build, find_recipe, load_tree
 from speechlm.shard import sources
 from speechlm.shard.sources import SPLITS
@@ -68,6 +69,26 @@ class Source:
     # keep clips whose label is empty (non-speech examples: the model learns to say nothing);
     # false: an empty label is a counted drop (empty_text)
     keep_empty: bool = False
+    # the spoken language, an ISO 639-1 code (speechlm.text.language_names), or the column that holds
+    # it per row (Common Voice's `locale`; "es-ES" and "es_419" read as es); null: not stated
+    language: str | None = None
+    language_column: str | None = None
+    # what the answer is (speechlm.tasks): transcribe, translate (target_language + target_column: the
+    # translation per row) or a registered task of one's own (target_column: its answer per row)
+    task: str = "transcribe"
+    target_language: str | None = None
+    target_column: str | None = None
+
+
+# the language and task keys a source had none of before issue 38: at their defaults they are left out
+# of the fingerprint, so sets built before keep it
+LANGUAGE_KEYS = {
+    "language": None,
+    "language_column": None,
+    "task": "transcribe",
+    "target_language": None,
+    "target_column": None,
+}
 
 
 @dataclass
@@ -123,6 +144,7 @@ class ShardRecipe:
             stype.validate(s, key)
             if s.text_column is None and not s.keep_empty:
                 raise ConfigError(f"{key}.text_column: null (no labels) needs keep_empty: true")
+            _check_language_task(stype, s, key)
             for j, f in enumerate(s.filters):
                 if (f.include is None) == (f.exclude is None):
                     raise ConfigError(f"{key}.filters[{j}]: give exactly one of include or exclude")
@@ -142,6 +164,29 @@ class ShardRecipe:
             raise ConfigError(f"normalize.max_drop_share: must be in [0, 1], got {n.max_drop_share}")
         if self.workers < 0:
             raise ConfigError(f"workers: must be >= 0, got {self.workers}")
+
+
+def _check_language_task(stype, src: Source, key: str) -> None:
+    """A source's language (or language column), task and target, as speechlm.tasks and text define them."""
+    try:
+        text.check_language(src.language, f"{key}.language")
+        text.check_language(src.target_language, f"{key}.target_language")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if src.language and src.language_column:
+        raise ConfigError(f"{key}.language_column: give language or language_column, not both")
+    task = tasks.get(src.task, f"{key}.task")
+    for col in ("language_column", "target_column"):
+        if getattr(src, col) and not stype.has_columns:
+            raise ConfigError(f"{key}.{col}: kind '{stype.kind}' has no columns to read it from")
+    if task.needs_target and not src.target_column:
+        raise ConfigError(f"{key}.target_column: task {src.task} needs the column that holds each row's answer")
+    if not task.needs_target and src.target_column:
+        raise ConfigError(f"{key}.target_column: task {src.task} answers with the transcript; drop target_column")
+    if task.needs_target_language and not src.target_language:
+        raise ConfigError(f"{key}.target_language: task {src.task} needs the language it answers in (e.g. en)")
+    if not task.needs_target_language and src.target_language:
+        raise ConfigError(f"{key}.target_language: only a task that answers in another language takes one")
 
 
 def _check_settings(stype, src: Source, key: str) -> None:
@@ -263,4 +308,7 @@ def fingerprint(recipe: ShardRecipe) -> str:
     d["normalize"].pop("max_drop_share")  # decides whether a build passes, not its bytes
     for s in d["sources"]:
         s.setdefault(_LEGACY_SECTION, _LEGACY_DEFAULTS)
+        for k, default in LANGUAGE_KEYS.items():
+            if s.get(k) == default:
+                s.pop(k)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()

@@ -64,9 +64,9 @@ def process_chunk(task: dict) -> dict:
     else:
         get = lambda ref: sources.of(src).fetch(src, ref)  # noqa: E731
     dropped: list[list] = []  # every dropped row: [orig id, file, reason, detail] (the drop report)
-    for cid, oid, text, ref in task["rows"]:
+    for cid, oid, text, ref, *stated in task["rows"]:
         try:
-            wave, labels = _audio_and_labels(get(ref))
+            wave, labels = _audio_and_labels(get(ref), stated)
         except audio.AudioError as e:
             reason = N.NOT_FOUND if isinstance(e, audio.AudioNotFound) else N.UNDECODABLE
             drops[reason] = drops.get(reason, 0) + 1
@@ -100,9 +100,11 @@ def process_chunk(task: dict) -> dict:
     return meta
 
 
-def _audio_and_labels(got) -> tuple:
-    """A source's fetch gives audio, or (audio, labels made with it) (SourceType.fetch)."""
-    return got if isinstance(got, tuple) else (got, None)
+def _audio_and_labels(got, stated: list) -> tuple:
+    """A source's fetch gives audio, or (audio, labels made with it) (SourceType.fetch); the row's
+    language and task labels (`stated`: none, or one dict) join them, the kind's own winning."""
+    wave, labels = got if isinstance(got, tuple) else (got, None)
+    return wave, {**(stated[0] if stated else {}), **(labels or {})}
 
 
 # --------------------------------------------------------------------------- stage 2

@@ -134,3 +134,31 @@ def test_cli_exit_status_through_the_speechlm_command(tmp_path, model_dir, monke
         main(["transcribe", "-m", model_dir, good, str(tmp_path / "bad.wav")])
     out, err = capsys.readouterr()
     assert e.value.code == 1 and out.startswith(good + "\t") and "bad.wav: cannot decode" in err
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--language", "xx"], "--language: unknown language 'xx'"),
+        (["--task", "translate", "--format", "srt"], "word times are for transcription"),
+    ],
+)
+def test_language_and_task_flags_are_checked_before_the_model_loads(tmp_path, capsys, extra, message):
+    path = _wav(tmp_path / "hola.wav", waves((1600,))[0])
+    code, _, err = _run(["-m", str(tmp_path / "no-such-model"), path, *extra], capsys)
+    assert code == 2 and message in err and "no-such-model" not in err
+
+
+def test_language_and_task_reach_the_model(tmp_path, model_dir, capsys):
+    from speechlm.model import from_pretrained
+
+    wave = waves((16000,))[0]
+    path = _wav(tmp_path / "hola.wav", wave)
+    code, out, _ = _run(["-m", model_dir, path, "--language", "de", "--task", "translate"], capsys)
+    model = from_pretrained(model_dir)
+    clip = sf.read(path, dtype="float32")[0]
+    want = model.transcribe([clip], language="de", task="translate")[0]
+    assert code == 0 and out.strip() == want
+    # the prompt states the language and the task: some of them change this twin's answer
+    asked = [(lang, t) for lang in (None, "es", "de", "fr", "ja") for t in ("transcribe", "translate")]
+    assert len({model.transcribe([clip], language=lang, task=t)[0] for lang, t in asked}) > 1

@@ -129,9 +129,16 @@ def types() -> list[SourceType]:
     return [_TYPES[k] for k in sorted(_TYPES)]
 
 
+def row_columns(src) -> list[str]:
+    """The columns besides id and text the first pass reads of each row: those the filters test, the
+    language column and the target column (a translation, a custom task's answer)."""
+    cols = [f.column for f in src.filters] + [src.language_column, src.target_column]
+    return list(dict.fromkeys(c for c in cols if c))
+
+
 def fields(record: dict, src) -> dict:
-    """The row's values of the columns the source's filters test."""
-    return {f.column: record.get(f.column) for f in src.filters}
+    """The row's values of the columns of `row_columns`."""
+    return {c: record.get(c) for c in row_columns(src)}
 
 
 def stat_digest(paths) -> str:

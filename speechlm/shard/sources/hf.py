@@ -16,7 +16,7 @@ import numpy as np
 
 from speechlm.config import ConfigError
 from speechlm.shard import hfstream
-from speechlm.shard.sources.base import SourceType, folder_digest, register
+from speechlm.shard.sources.base import SourceType, folder_digest, register, row_columns
 
 _OPEN: dict = {}  # per process: (source, split) -> dataset with only the audio column
 
@@ -104,7 +104,7 @@ def _open(src, ds_split: str, key: str = ""):
         raise
     except Exception as e:  # noqa: BLE001 - datasets raises many types for a bad id/split/path
         raise ConfigError(f"{key}: cannot load {src.path!r} split {ds_split!r}: {type(e).__name__}: {e}") from None
-    for col in (src.audio_column, src.text_column, src.id_column, *(f.column for f in src.filters)):
+    for col in (src.audio_column, src.text_column, src.id_column, *row_columns(src)):
         if col and col not in ds.column_names:
             raise ConfigError(f"{key}: {src.path} has no column {col!r} (columns: {', '.join(ds.column_names)})")
     # decoding through datasets needs torchcodec (pitfall 13): take the bytes, decode with soundfile
@@ -121,15 +121,15 @@ def _map_rows(src, ds_split: str, key: str) -> list:
 
 
 def _light(src) -> list[str]:
-    """The columns the first pass reads: ids, labels, filter columns (never the audio)."""
-    return list(dict.fromkeys(c for c in (src.text_column, src.id_column, *(f.column for f in src.filters)) if c))
+    """The columns the first pass reads: ids, labels, filter, language and target columns (never the audio)."""
+    return list(dict.fromkeys(c for c in (src.text_column, src.id_column, *row_columns(src)) if c))
 
 
 def _rows_of(src, cols: dict, n: int, ds_split: str, first: int, ref) -> list:
     texts = cols[src.text_column] if src.text_column else [""] * n
     ids = [str(x) for x in cols[src.id_column]] if src.id_column else [f"{ds_split}-{first + i:08d}" for i in range(n)]
     return [
-        (oid, text or "", ref(i), {f.column: cols[f.column][i] for f in src.filters})
+        (oid, text or "", ref(i), {c: cols[c][i] for c in row_columns(src)})
         for i, (oid, text) in enumerate(zip(ids, texts))
     ]
 

@@ -96,6 +96,7 @@ def check_columns(src, path: Path, columns: list[str], src_key: str) -> str:
     acol = audio_column(src, columns)
     wanted = [("audio_column", acol), ("text_column", src.text_column), ("id_column", src.id_column)]
     wanted += [(f"filters[{j}].column", f.column) for j, f in enumerate(src.filters)]
+    wanted += [("language_column", src.language_column), ("target_column", src.target_column)]
     for field, col in wanted:
         if col is not None and col not in columns:
             raise ConfigError(f"{src_key}.{field}: {path} has no column '{col}' (its columns: {has})")

@@ -1,0 +1,132 @@
+"""Prompts and answers of languages and tasks (issue 38), through the decoder's own chat template, for two
+decoder families (a Llama-style template and Qwen's ChatML): the prompt states the task and the given
+language; the detect-or-pin answer opens with the language; a share of prompts leaves it out; a clip with
+neither is prompted exactly as before."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from speechlm import text
+from speechlm.config import Config, ConfigError, DataSet
+from speechlm.data import Collator
+from speechlm.data.collate import IGNORE, Languages
+from speechlm.model import tiny
+from speechlm.model.encoders import family_for
+
+PROMPT = "Transcribe the audio."
+CLIPS = [
+    {"id": "es-1", "text": "hola a todos", "language": "es", "task": "transcribe"},
+    {"id": "de-1", "text": "guten Morgen", "language": "de", "task": "translate", "target_text": "good morning"},
+    {"id": "en-1", "text": "hello there"},  # a clip of a set built before: no language, no task
+    {"id": "ja-1", "text": "いぬ が はしる", "language": "ja", "task": "describe", "target_text": "a dog runs"},
+]
+
+
+@pytest.fixture(scope="module", params=["llama3", "qwen3_5"])
+def tok(request):
+    return text.load_tokenizer(str(tiny.ensure(request.param)), "<audio>")
+
+
+def collator(tok, **languages):
+    templates = {**text.TASK_TEMPLATES, "describe": "Describe what you hear."}
+    return Collator(
+        tok,
+        prompt=PROMPT,
+        audio_token="<audio>",
+        family=family_for("tiny/granite_speech5"),
+        pool_stride=1,
+        languages=Languages(templates, **languages),
+    )
+
+
+def batch(c, clips):
+    rng = np.random.default_rng(0)
+    return c([dict(s, audio=rng.standard_normal(8000).astype(np.float32) * 0.1) for s in clips])
+
+
+def turns(tok, b, i) -> tuple[str, str]:
+    """(the decoded prompt, the decoded answer without its end-of-turn) of row i of a batch."""
+    ids, labels = b["input_ids"][i], b["labels"][i]
+    start = int((labels != IGNORE).nonzero()[0])
+    answer = [int(t) for t in labels if t != IGNORE][:-1]
+    return tok.decode(ids[:start]), tok.decode(answer)
+
+
+def test_prompts_state_task_and_language_in_the_decoders_template(tok):
+    c = collator(tok)
+    b = batch(c, CLIPS)
+    got = [turns(tok, b, i) for i in range(4)]
+    assert "Transcribe the audio. The speech is in Spanish." in got[0][0] and got[0][1] == "hola a todos"
+    assert "Translate the audio into English. The speech is in German." in got[1][0]
+    assert got[1][1] == "good morning"
+    assert got[3][1] == "a dog runs" and "Describe what you hear. The speech is in Japanese." in got[3][0]
+    # the old clip: exactly the prompt and transcript of before tasks existed
+    n = c.num_audio_tokens(8000)
+    assert b["input_ids"][2][: len(c.prompt_ids(n))].tolist() == text.prompt_ids(tok, n, PROMPT)
+    assert got[2][1] == "hello there" and "speech is in" not in got[2][0]
+    # every turn is the template's own rendering of the conversation
+    user = "<audio>" * n + "\nTranscribe the audio. The speech is in Spanish."
+    conv = [{"role": "user", "content": user}]
+    rendered = tok.apply_chat_template(conv, add_generation_prompt=True, tokenize=False, enable_thinking=False)
+    assert got[0][0] == rendered
+
+
+def test_the_answer_opens_with_the_language_and_a_pin_is_its_prefix(tok):
+    c = collator(tok, answer_language=True)
+    b = batch(c, CLIPS)
+    assert turns(tok, b, 0)[1] == "[es] hola a todos"
+    assert turns(tok, b, 1)[1] == "[de] good morning"  # the spoken language, then the English
+    assert turns(tok, b, 2)[1] == "hello there"  # no language known: no opening
+    # a pin writes the opening's tokens; the training answer starts with exactly those tokens
+    opening = tok(text.answer_prefix("es").strip(), add_special_tokens=False)["input_ids"]
+    answer = [int(t) for t in b["labels"][0] if t != IGNORE]
+    assert answer[: len(opening)] == opening
+    assert text.split_answer("[es] hola a todos") == ("es", "hola a todos")
+    assert text.split_answer("[zz] hola") == (None, "[zz] hola") and text.split_answer("hola") == (None, "hola")
+
+
+def test_a_share_of_prompts_leaves_the_language_out():
+    lang = Languages(dict(text.TASK_TEMPLATES), dropout=0.3)
+    ids = [f"clip-{i}" for i in range(2000)]
+    share = np.mean([lang.dropped(i) for i in ids])
+    assert 0.27 < share < 0.33  # a fixed choice per clip id
+    assert [lang.dropped(i) for i in ids[:50]] == [lang.dropped(i) for i in ids[:50]]
+    dropped = next(i for i in ids if lang.dropped(i))
+    instruction, _ = lang.turns({"id": dropped, "text": "hola", "language": "es"}, PROMPT)
+    assert instruction == PROMPT
+    kept = next(i for i in ids if not lang.dropped(i))
+    assert lang.turns({"id": kept, "text": "hola", "language": "es"}, PROMPT)[0].endswith("in Spanish.")
+    assert not Languages().dropped(dropped)
+
+
+def test_a_task_without_its_answer_or_template_is_an_error(tok):
+    c = collator(tok)
+    with pytest.raises(ValueError, match="clip x: task translate has no target_text"):
+        batch(c, [{"id": "x", "text": "hola", "language": "es", "task": "translate"}])
+    with pytest.raises(ValueError, match=r"task 'summarize' has no prompt template .*model.task_prompts"):
+        batch(c, [{"id": "x", "text": "hola", "task": "summarize", "target_text": "hi"}])
+    with pytest.raises(ValueError, match="language: unknown language 'xx'"):
+        text.task_prompt(PROMPT, language="xx")
+
+
+def test_the_config_carries_the_settings():
+    cfg = Config()
+    assert cfg.model.answer_language is False and cfg.model.language_dropout == 0.0 and cfg.model.task_prompts == {}
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("model.language_dropout", 1.5, r"model.language_dropout: a share in \[0, 1\], got 1.5"),
+        ("model.task_prompts", {"describe": ""}, r"model.task_prompts.describe: a prompt template"),
+        ("data.train", [DataSet("x", languages={"es": -1})], r"data.train\[0\].languages: factors must be numbers"),
+    ],
+)
+def test_bad_language_settings_name_the_key(key, value, message):
+    cfg = Config()
+    section, name = key.split(".")
+    setattr(getattr(cfg, section), name, value)
+    with pytest.raises(ConfigError, match=message):
+        cfg.validate()

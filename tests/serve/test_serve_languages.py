@@ -1,0 +1,109 @@
+"""Languages and tasks over the API (issue 38), with the official `openai` client on 127.0.0.1: a pinned
+`language` is stated in the prompt and opens the answer (never a translation: the task stays transcribe),
+`POST /v1/audio/translations` answers in English with segment times only, verbose_json names the
+language; languages the model does not serve are a 400. The answers are the texts the library gives for
+the same clip, language and task."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+import torch
+
+from model_helpers import tiny_config
+from serve_helpers import LIMITS, Server
+from speechlm import text
+
+
+@pytest.fixture(scope="module")
+def multilingual(tmp_path_factory):
+    """A tiny Granite + Qwen3 twin that serves en, es and de and opens its answers with the language."""
+    from speechlm.model import save_pretrained
+    from speechlm.model.build import build_model
+
+    torch.manual_seed(1)
+    cfg = tiny_config(decoder="tiny/qwen3", encoder="tiny/granite_speech5", bf16=False)
+    cfg.model.model_dtype = "float32"
+    cfg.model.answer_language, cfg.model.languages = True, ["en", "es", "de"]
+    m = build_model(cfg)
+    with torch.no_grad():
+        for n, p in m.decoder.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5)
+        m._base_lm().get_output_embeddings().weight[text.end_of_turn_id(m.tokenizer)] = 0
+    m.cfg.max_new_tokens = 10
+    out = tmp_path_factory.mktemp("ml") / "twin"
+    save_pretrained(m, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def served(multilingual, tmp_path_factory):
+    s = Server(multilingual, tmp_path_factory.mktemp("logs") / "server.log", *LIMITS)
+    yield s
+    s.stop()
+
+
+def test_a_pinned_language_and_a_translation_through_the_openai_client(served, multilingual, clips):
+    from speechlm import audio
+    from speechlm.model import from_pretrained
+
+    paths, _ = clips
+    model = from_pretrained(multilingual)
+    wave = audio.load(str(paths[0]))
+    client = served.client()
+    pinned = client.audio.transcriptions.create(
+        model="twin", file=paths[0].read_bytes(), response_format="verbose_json", language="es", prompt="hola"
+    )
+    want = model.transcribe([wave], details=True, language="es")[0]
+    assert want["language"] == "es" and not want["text"].startswith("[")  # the opening is no part of the text
+    assert pinned.text == want["text"] and pinned.language == "spanish" and pinned.task == "transcribe"
+    by_name = client.audio.transcriptions.create(model="twin", file=paths[0].read_bytes(), language="Spanish")
+    assert by_name.text == want["text"]
+
+    translated = client.audio.translations.create(
+        model="twin", file=paths[0].read_bytes(), response_format="verbose_json"
+    )
+    want = model.transcribe([wave], details=True, task="translate")[0]
+    assert translated.text == want["text"] and translated.task == "translate"
+    assert translated.segments and not getattr(translated, "words", None)  # segment times only
+
+
+@pytest.mark.parametrize(
+    "call, param, message",
+    [
+        ({"language": "ja"}, "language", "this model serves en, es, de"),
+        ({"language": "xx"}, "language", "not supported"),
+    ],
+)
+def test_languages_the_model_does_not_serve_are_refused(served, clips, call, param, message):
+    paths, _ = clips
+    with pytest.raises(openai.BadRequestError) as e:
+        served.client().audio.transcriptions.create(model="twin", file=paths[0].read_bytes(), **call)
+    assert e.value.body["param"] == param and message in e.value.body["message"]
+
+
+def test_a_translation_takes_no_language_and_no_word_times(served, clips):
+    paths, _ = clips
+    client = served.client()
+    with pytest.raises(openai.BadRequestError, match="a translation takes no language"):
+        client.audio.translations.create(model="twin", file=paths[0].read_bytes(), extra_body={"language": "es"})
+    with pytest.raises(openai.BadRequestError, match="a translation has segment times only"):
+        client.audio.translations.create(
+            model="twin",
+            file=paths[0].read_bytes(),
+            response_format="verbose_json",
+            extra_body={"timestamp_granularities": ["word"]},
+        )
+
+
+def test_the_answer_opening_is_read_off_a_detected_language(multilingual):
+    from speechlm.model import from_pretrained
+
+    model = from_pretrained(multilingual)
+    ids = model.tokenizer("[de] guten Morgen", add_special_tokens=False)["input_ids"]
+    got = model._language_opened({"ids": ids, "text": "[de] guten Morgen"}, None)
+    assert got["language"] == "de" and got["text"] == "guten Morgen"
+    plain = model.tokenizer("guten Morgen", add_special_tokens=False)["input_ids"]
+    none = model._language_opened({"ids": plain, "text": "guten Morgen"}, "es")
+    assert none["language"] == "es" and none["text"] == "guten Morgen"

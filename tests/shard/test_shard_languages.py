@@ -1,0 +1,160 @@
+"""Languages and tasks in shard recipes (issue 38): a source's `language` or `language_column`, `task`
+(transcribe, translate with a target column, a registered task of one's own), carried into each
+clip's JSON; manifest.json counts hours per language and task; the reader's mix weights by them."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from speechlm import tasks
+from speechlm.config import ConfigError, DataSet
+from speechlm.data.catalog import load_catalog
+from speechlm.data.epoch_plan import epoch_units
+from speechlm.shard import NormalizeConfig, OutputConfig, ShardRecipe, Source, build
+from speechlm.shard.languages import language_code
+from speechlm.shard.normalize import normalize_text
+
+ROWS = [
+    {"audio": "a.wav", "text": "hola a todos", "locale": "es-ES", "english": "hello everyone", "caption": "a greeting"},
+    {"audio": "b.wav", "text": "guten Morgen", "locale": "de", "english": "good morning", "caption": "a morning"},
+    {"audio": "c.wav", "text": "bonjour !", "locale": "fr_FR", "english": "hello!", "caption": "hello again"},
+    {"audio": "d.wav", "text": "???", "locale": "xx", "english": "", "caption": ""},
+]
+
+tasks.register(tasks.Task("describe", "Describe what you hear."))
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    root = tmp_path / "corpus"
+    root.mkdir()
+    for i, r in enumerate(ROWS):
+        t = np.arange(16000) / 16000
+        sf.write(root / r["audio"], (0.2 * np.sin(2 * np.pi * (200 + 50 * i) * t)).astype(np.float32), 16000)
+    (root / "train.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ROWS))
+    return root
+
+
+def recipe(root, **src) -> ShardRecipe:
+    return ShardRecipe(
+        name="langs",
+        sources=[Source(name="mine", kind="manifest", path=str(root), splits={"train": ["train.jsonl"]}, **src)],
+        normalize=NormalizeConfig(truecase=False),
+        output=OutputConfig(shard_clips=100),
+    )
+
+
+def clips(out) -> dict[str, dict]:
+    got = {}
+    for tar in sorted(out.glob("*.tar")):
+        with tarfile.open(tar) as t:
+            for m in t.getmembers():
+                if m.name.endswith(".json"):
+                    j = json.loads(t.extractfile(m).read())
+                    got[j["text"]] = j
+    return got
+
+
+def test_a_language_column_gives_each_clip_its_language_and_counts_hours(corpus, tmp_path):
+    out = build(recipe(corpus, language_column="locale"), tmp_path / "out", workers=1)
+    got = clips(out)
+    assert {t: j["language"] for t, j in got.items()} == {"hola a todos": "es", "guten Morgen": "de", "bonjour !": "fr"}
+    assert all(j["task"] == "transcribe" and "target_text" not in j for j in got.values())
+    man = json.loads((out / "manifest.json").read_text())
+    train = man["splits"]["train"]
+    assert man["drops"]["by_source"]["mine"]["train"] == {"unknown_language": 1}  # "xx": counted, not guessed
+    assert {k: v["clips"] for k, v in train["languages"].items()} == {"es": 1, "de": 1, "fr": 1}
+    assert train["languages"]["es"]["hours"] == pytest.approx(1 / 3600, abs=1e-6)
+    assert train["tasks"]["transcribe"]["clips"] == 3
+    assert sorted(train["shards"][0]["languages"]) == ["de", "es", "fr"]
+
+
+def test_translation_carries_its_target_and_a_custom_task_its_answer(corpus, tmp_path):
+    out = build(
+        recipe(corpus, language_column="locale", task="translate", target_language="en", target_column="english"),
+        tmp_path / "tr",
+        workers=1,
+    )
+    got = clips(out)
+    assert got["guten Morgen"]["target_text"] == "good morning"
+    assert got["guten Morgen"]["target_language"] == "en" and got["guten Morgen"]["task"] == "translate"
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["splits"]["train"]["tasks"]["translate"]["clips"] == 3
+    out = build(recipe(corpus, language="es", task="describe", target_column="caption"), tmp_path / "d", workers=1)
+    got = clips(out)
+    assert got["hola a todos"]["target_text"] == "a greeting" and got["hola a todos"]["task"] == "describe"
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["drops"]["by_source"]["mine"]["train"] == {"empty_target": 1}  # the row with no caption
+
+
+@pytest.mark.parametrize(
+    "src, message",
+    [
+        ({"language": "xx"}, r"sources\[0\].language: unknown language 'xx'"),
+        ({"language": "es", "language_column": "locale"}, r"language_column: give language or language_column"),
+        ({"task": "summarize"}, r"sources\[0\].task: unknown task 'summarize' \(known: .*describe.*transcribe"),
+        ({"task": "translate", "target_column": "english"}, r"target_language: task translate needs"),
+        ({"task": "translate", "target_language": "en"}, r"target_column: task translate needs"),
+        ({"target_column": "english"}, r"target_column: task transcribe answers with the transcript"),
+        ({"task": "describe", "target_column": "caption", "target_language": "en"}, r"target_language: only a task"),
+    ],
+)
+def test_bad_language_and_task_keys_name_the_key(corpus, src, message):
+    with pytest.raises(ConfigError, match=message):
+        recipe(corpus, **src).validate()
+
+
+def test_a_kind_without_columns_cannot_read_a_language_column():
+    r = ShardRecipe(name="x", sources=[Source(name="s", kind="librispeech", path="/x", splits={"train": ["a"]})])
+    r.sources[0].language_column = "locale"
+    with pytest.raises(ConfigError, match=r"sources\[0\].language_column: kind 'librispeech' has no columns"):
+        r.validate()
+
+
+def test_language_codes_from_columns():
+    assert [language_code(v) for v in ("es-ES", "zh_CN", "FR", "yue", "xx", "", None, 3)] == [
+        "es",
+        "zh",
+        "fr",
+        "yue",
+        None,
+        None,
+        None,
+        None,
+    ]
+
+
+def test_normalization_keeps_other_languages_letters_and_typography():
+    assert normalize_text("Ça va ? Très bien ! <noise> .", language="fr") == "Ça va ? Très bien !."
+    assert normalize_text("hello ? yes <noise> .") == "hello? yes."  # English as before
+    assert normalize_text("می\u200cخواهم", language="fa") == "می\u200cخواهم"  # the non-joiner is a letter of fa
+    assert normalize_text("a\u200cb") == "a b"
+    assert normalize_text("Straße ÉCOLE naïve", language="de") == "Straße ÉCOLE naïve"  # no letter rewritten
+
+
+def test_the_mix_weights_clips_by_language_and_task(corpus, tmp_path):
+    out = build(recipe(corpus, language_column="locale"), tmp_path / "out", workers=1)
+    plain = load_catalog([str(out)], ["train"])
+    assert plain.shards[0].factors is None
+    mixed = load_catalog([str(out)], ["train"], mixes=[({"es": 3, "de": 0}, {})])
+    ids = mixed.shards[0].ids
+    counts = {}
+    for unit in epoch_units(mixed, [1.0], seed=0, epoch=0):
+        for gid in unit.tolist():
+            counts[ids[gid]] = counts.get(ids[gid], 0) + 1
+    assert counts == {"mine_a": 3, "mine_c": 1}  # es three times, fr once, de never
+    with pytest.raises(ConfigError, match=r"data.train\[0\].languages: factors must be numbers >= 0"):
+        load_catalog([str(out)], ["train"], mixes=[({"es": -1}, {})])
+    assert DataSet(str(out), languages={"es": 2.0}).languages == {"es": 2.0}
+
+
+def test_a_set_whose_clips_state_no_language_cannot_mix_by_it(corpus, tmp_path):
+    out = build(recipe(corpus), tmp_path / "plain", workers=1)
+    assert all("language" not in j and "task" not in j for j in clips(out).values())  # bytes as before
+    with pytest.raises(ConfigError, match=r"state no language or task .* rebuild the set"):
+        load_catalog([str(out)], ["train"], mixes=[({"es": 2}, {})])
