@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Step time per part of the demo recipe (real Whisper tiny.en + SmolLM2-135M with LoRA) on CPU.
 
-    python bench/demo_parts.py [--steps 4] [--threads 2] [--objective lm|ctc] [key=value overrides of the demo recipe]
+    python bench/demo_parts.py [--steps 4] [--threads 2] [--objective lm|ctc] [--config demo] [key=value overrides]
 
 Builds the model the demo trains (speechlm/recipes/demo.yaml, offline real weights), collates
 batches of the built-in corpus's training clips with the real Collator, and times separately:
@@ -10,7 +10,8 @@ loss (label-position logits only, as the trainer computes them). Compare precisi
 `training.bf16=true model.model_dtype=bfloat16` (the production settings); the CTC warm start's
 step with `--objective ctc` (speechlm.model.ctc: no decoder pass); the template's default system
 turn with `model.system_prompt=null`. Times are process CPU seconds as well as wall seconds, since
-the machine may be shared.
+the machine may be shared. `--config demo_multilingual` times the multilingual demo's recipe (Whisper
+base, the multilingual corpus, detect-or-pin answers: its batches carry each clip's language and task).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--objective", choices=("lm", "ctc"), default="lm")
+    ap.add_argument("--config", default="demo", help="trainer recipe (demo_multilingual: the multilingual demo)")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -40,13 +42,20 @@ def main(argv=None):
     from speechlm.data import Collator
     from speechlm.model import build_model
 
-    cfg = load(recipe="demo", overrides=args.overrides)
+    cfg = load(recipe=args.config, overrides=args.overrides)
     model = build_model(cfg)
     model.train()
     col = Collator.from_config(cfg, model.tokenizer, family=model.family)
     need = cfg.training.per_device_train_batch_size * (args.steps + 1)
     _, clips = ev.dataset_clips(cfg.data.train[0].path, "train", n=need)  # decoded by the training reader
-    samples = [{"id": cid, "text": ref, "audio": wave} for cid, wave, ref in clips]
+    from speechlm.demo.multilingual_report import clip_labels  # language, task, target_text where clips carry them
+
+    labels = clip_labels(Path(cfg.data.train[0].path), "train")
+    keys = ("language", "task", "target_text")
+    samples = [
+        {"id": cid, "text": ref, "audio": wave, **{k: labels[cid][k] for k in keys if k in labels.get(cid, {})}}
+        for cid, wave, ref in clips
+    ]
     bs = cfg.training.per_device_train_batch_size
     enc_t, dec_t, cpu_t = [], [], []
     for s in range(args.steps + 1):  # the first step warms up and is not counted

