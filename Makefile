@@ -1,5 +1,7 @@
-# Two set-up commands that work on a fresh machine:
+# Commands that work on a fresh machine:
 #   make demo   shard the built-in synthetic corpus, train Whisper tiny.en + SmolLM2 (LoRA), report WER
+#   make demo-multilingual   the same in en, es, de, fr and ja on Whisper base: transcribe and translate,
+#               detect or pin the language; report per language and task (speechlm/demo/multilingual_stages.py)
 #   make test   lint (ruff) and run the test suite (make test-all adds the slow end-to-end tests)
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
@@ -21,7 +23,7 @@ VLLM_PY    := .venv-vllm/bin/python
 VLLM_STAMP := .venv-vllm/.installed
 VLLM_VERSION := 0.32.0
 
-.PHONY: setup demo lint test test-all bench clean vllm
+.PHONY: setup demo demo-multilingual lint test test-all bench clean vllm
 
 setup: $(STAMP)
 
@@ -64,6 +66,9 @@ endif
 
 demo: $(STAMP)
 	$(PY) -m speechlm.demo
+
+demo-multilingual: $(STAMP)
+	$(PY) -m speechlm.demo --languages en,es,de,fr,ja
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
