@@ -56,13 +56,13 @@ def main() -> None:
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
 
-    from speechlm.demo import lexicon, multilingual
+    from speechlm.demo import lexicon, multilingual_sentences
     from speechlm.inference import evaluate, load_model
     from speechlm.scoring import by_part
 
     model = load_model(args.model)
     result = evaluate(model, args.data, n=args.n or None, split=args.split, batch_size=16)
-    vocab = {lang: {w.lower() for w in multilingual.training_words(lang)} for lang in lexicon.LANGUAGES}
+    vocab = {lang: {w.lower() for w in multilingual_sentences.training_words(lang)} for lang in lexicon.LANGUAGES}
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in result["rows"]:
         lang, part = r["id"].split("_", 1)[0], by_part.part_of(r["id"], args.split)

@@ -55,7 +55,7 @@ def main(argv=None, prog: str = "python -m speechlm.demo") -> dict:
     args = _parser(prog).parse_args(argv)
     many = args.languages is not None
     args.name = args.name or ("demo-multilingual" if many else "demo")
-    args.config = args.config or (multilingual_stages.CONFIG if many else "demo")
+    args.config = args.config or (multilingual_stages.TRAINER_RECIPE if many else "demo")
     args.shards = args.shards or (multilingual_stages.RECIPE if many else "demo")
     if many:
         out = multilingual_stages.run(args)

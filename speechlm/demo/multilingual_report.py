@@ -20,7 +20,7 @@ import tarfile
 from pathlib import Path
 
 from speechlm.demo import lexicon as L
-from speechlm.demo import multilingual as M
+from speechlm.demo import multilingual_sentences as M
 from speechlm.scoring import by_part
 from speechlm.scoring import languages as S
 
@@ -41,7 +41,7 @@ FUNCTION_WORDS = {
 
 def lexicon_table(lang: str) -> dict[str, str]:
     """Each form of `lang` the training lexicon holds (lower case; multi-word forms whole), and its English."""
-    i = M._LANG_INDEX[lang]
+    i = M.LANG_INDEX[lang]
     table: dict[str, str] = {}
     for en, ja in L.NAMES.items():
         table[(ja if lang == "ja" else en).lower()] = en
@@ -113,7 +113,7 @@ def _held_out_forms(lang: str) -> list[str]:
             *(n.en for n in ho["nouns"]),
             *(a.en for a in ho["adjectives"]),
         ]
-    i = M._LANG_INDEX[lang]
+    i = M.LANG_INDEX[lang]
     forms = [ja if lang == "ja" else en for en, ja in ho["names"].items()]
     forms += [v[i] for v in ho["places"].values()] + [v[i] for v in ho["verbs"].values()]
     forms += [getattr(n, lang) for n in ho["nouns"]]

@@ -25,7 +25,7 @@ from speechlm.demo import lexicon, multilingual_report, stages
 from speechlm.train import plots
 
 RECIPE = "multilingual_demo"  # shards/multilingual_demo.yaml
-CONFIG = "demo_multilingual"  # speechlm/recipes/demo_multilingual.yaml
+TRAINER_RECIPE = "demo_multilingual"  # speechlm/recipes/demo_multilingual.yaml
 
 
 def parse_languages(value: str) -> list[str]:

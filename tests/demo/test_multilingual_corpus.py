@@ -10,7 +10,7 @@ import tarfile
 import pytest
 
 from speechlm.config import ConfigError
-from speechlm.demo import lexicon, multilingual
+from speechlm.demo import lexicon, multilingual, multilingual_sentences
 from speechlm.scoring import by_part
 from speechlm.shard import build, load_recipe
 
@@ -38,7 +38,7 @@ def test_splits_are_disjoint_seeded_and_hold_every_part(lang):
         else {"seen": 12, "unseen": 6, "random": 6}
     )
     assert parts == want
-    words = set(multilingual.training_words(lang))
+    words = set(multilingual_sentences.training_words(lang))
     for oid, text, ref in a["test"] + a["train"]:
         labels = ref["labels"]
         assert labels["language"] == lang and labels["task"] in ("transcribe", "translate")
@@ -56,9 +56,9 @@ def test_splits_are_disjoint_seeded_and_hold_every_part(lang):
 def test_one_draw_says_the_same_thing_in_every_language():
     import random
 
-    d = multilingual.draw(random.Random(3))
-    shape = multilingual.TRAIN[-1]  # "{N} {v} {ao}.": name, verb and an adjective with a noun
-    said = {lang: shape[lang].format(**multilingual.slots(lang, d)) for lang in lexicon.LANGUAGES}
+    d = multilingual_sentences.draw(random.Random(3))
+    shape = multilingual_sentences.TRAIN[-1]  # "{N} {v} {ao}.": name, verb and an adjective with a noun
+    said = {lang: shape[lang].format(**multilingual_sentences.slots(lang, d)) for lang in lexicon.LANGUAGES}
     noun, adj = d["noun"], d["adj"]
     assert noun.en in said["en"] and adj.en in said["en"]
     assert noun.es in said["es"] and adj.es[noun.es_g == "f"] in said["es"]
@@ -69,13 +69,13 @@ def test_one_draw_says_the_same_thing_in_every_language():
 def test_agreement_and_case():
     dog, car = lexicon.NOUNS_BY_LANGUAGE[0], lexicon.NOUNS_BY_LANGUAGE[2]  # m everywhere; es m, de n, fr f
     red, small = lexicon.ADJECTIVES_BY_LANGUAGE[0], lexicon.ADJECTIVES_BY_LANGUAGE[2]
-    assert multilingual.noun_phrase("de", dog, "acc", red) == "den roten Hund"
-    assert multilingual.noun_phrase("de", dog, "nom", red) == "der rote Hund"
-    assert multilingual.noun_phrase("de", car, "acc", red) == "das rote Auto"
-    assert multilingual.noun_phrase("fr", car, "acc", small) == "la petite voiture"
-    assert multilingual.noun_phrase("fr", car, "acc", red) == "la voiture rouge"
-    assert multilingual.noun_phrase("es", car, "acc", small) == "el coche pequeño"
-    assert multilingual.predicate("es", lexicon.NOUNS_BY_LANGUAGE[4], small) == "pequeña"  # la casa
+    assert multilingual_sentences.noun_phrase("de", dog, "acc", red) == "den roten Hund"
+    assert multilingual_sentences.noun_phrase("de", dog, "nom", red) == "der rote Hund"
+    assert multilingual_sentences.noun_phrase("de", car, "acc", red) == "das rote Auto"
+    assert multilingual_sentences.noun_phrase("fr", car, "acc", small) == "la petite voiture"
+    assert multilingual_sentences.noun_phrase("fr", car, "acc", red) == "la voiture rouge"
+    assert multilingual_sentences.noun_phrase("es", car, "acc", small) == "el coche pequeño"
+    assert multilingual_sentences.predicate("es", lexicon.NOUNS_BY_LANGUAGE[4], small) == "pequeña"  # la casa
 
 
 @pytest.mark.parametrize("lang", lexicon.LANGUAGES)
@@ -83,7 +83,7 @@ def test_held_out_words_occur_only_in_the_unseen_part(lang):
     # every sentence's English rendering names its words; random orders use training words only
     for split, rows in multilingual.texts(_cfg(lang)).items():
         for part, text, english in rows:
-            assert multilingual._holds_held_out(english) == (part == "unseen"), (split, text, english)
+            assert multilingual_sentences._holds_held_out(english) == (part == "unseen"), (split, text, english)
             held = {n.ja for n in lexicon.HELD_OUT_BY_LANGUAGE["nouns"]} | set(
                 lexicon.HELD_OUT_BY_LANGUAGE["names"].values()
             )

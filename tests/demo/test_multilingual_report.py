@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from speechlm.config import ConfigError
-from speechlm.demo import lexicon, multilingual, multilingual_report, multilingual_stages
+from speechlm.demo import lexicon, multilingual, multilingual_report, multilingual_sentences, multilingual_stages
 from speechlm.scoring import languages as S
 
 
@@ -39,7 +39,7 @@ def test_another_languages_answer_is_caught():
     vocab = multilingual_report.vocabularies()
     rng = random.Random(0)
     for lang in ("es", "de", "fr"):
-        words = multilingual.training_words(lang)
+        words = multilingual_sentences.training_words(lang)
         said = multilingual.random_sequence(rng, words)
         assert multilingual_report.answer_language(said, vocab) == lang
     # a Spanish clip answered by its English translation, or in kana, is another language
