@@ -229,6 +229,20 @@ def _wer_table(rows: list[dict], vocab) -> dict:
     return out
 
 
+def _random_vs_english(table: dict) -> dict[str, float]:
+    """Each other language's random-order error over English's (issue 38's goal: at most 1.5x; ja's CER
+    against English's WER); empty without English's random part, inf where English's is 0 and another's is not."""
+    en = table.get("en", {}).get("random", {}).get("wer")
+    if en is None:
+        return {}
+    out = {}
+    for lang, v in table.items():
+        mine = v.get("random", {}).get("cer" if lang in S.CER_LANGUAGES else "wer")
+        if lang != "en" and mine is not None:
+            out[lang] = mine / en if en else (0.0 if mine == 0 else float("inf"))
+    return out
+
+
 def figures(rows: list[dict]) -> dict:
     """The report's numbers from `passes`' rows: per language its parts' WER (or CER), the pinned answers
     in another language, language ID, translation chrF/BLEU and the word-by-word baseline's, non-speech."""
@@ -251,6 +265,7 @@ def figures(rows: list[dict]) -> dict:
                 "word_by_word_bleu": base["bleu"],
             }
     out["translate"] = tr
+    out["random_vs_english"] = _random_vs_english(out["languages"])
     ns = [r for r in rows if not r["language"]]
     if ns:
         out["nonspeech_empty_share"] = sum(not r["detected"].strip() for r in ns) / len(ns)
@@ -270,6 +285,9 @@ def summary_lines(fig: dict) -> list[str]:
     per = ", ".join(f"{k[4:]} {100 * v:.0f}%" for k, v in lid.items() if k != "lid")
     lines.append(f"language ID (no language given): {100 * lid.get('lid', 0):.1f}% ({per})")
     lines.append(f"pinned answers in another language: {fig['pinned_other_language']}")
+    if fig.get("random_vs_english"):
+        ratios = ", ".join(f"{k} {v:.2f}x" for k, v in fig["random_vs_english"].items())
+        lines.append(f"random orders against English's (goal <= 1.5x): {ratios}")
     for lang, t in fig["translate"].items():
         lines.append(
             f"translate {lang}->en: chrF {t['chrf']:.1f} "
