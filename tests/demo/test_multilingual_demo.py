@@ -1,0 +1,126 @@
+"""The multilingual demo end to end on the real weights (`speechlm demo --languages en,es,de,fr,ja`, what
+`make demo-multilingual` runs), on a smaller corpus and fewer steps than the full demo so that CI can run
+it (docs/benchmarks.md, "The multilingual demo"): real Whisper base (frozen) + SmolLM2-135M (LoRA) trained
+to transcribe and translate with detect-or-pin answers, then the demo's report.
+
+It asserts that the model learned, not the issue's goals (the full demo does not meet them on 2 cores:
+docs/benchmarks.md). The reference is the same run's checkpoint at the end of the CTC warm start, whose
+decoder and LoRA are untouched (an untrained answerer on a trained projector), scored by the same report:
+the loss falls; with its language pinned, every language is transcribed with fewer errors than that
+reference; the language is told more often than by the reference and than chance (1 in 5) with none
+given; pinned answers stay in the pinned language; translation scores above the reference; non-speech
+is answered with nothing.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from paths import REPO
+
+LANGUAGES = ("en", "es", "de", "fr", "ja")
+# the small corpus per language: training clips, and test clips per held-out part (the rest is `seen`)
+TRAIN_CLIPS, TEST_CLIPS, PART_CLIPS = 300, 20, 5
+# steps: the CTC warm start, then the LM phase (the full demo: 250 + 270)
+CTC_STEPS, LM_STEPS = 100, 120
+MAX_OTHER_LANGUAGE_SHARE = 0.1  # pinned answers in another language (the full demo: 4 of 300)
+MIN_EMPTY_SHARE = 0.5  # the full demo: 100%
+
+
+def _small_recipe(tmp: Path) -> Path:
+    """shards/multilingual_demo.yaml scaled down: every language, every held-out part, and non-speech."""
+    recipe = yaml.safe_load((REPO / "shards" / "multilingual_demo.yaml").read_text())
+    for source in recipe["sources"]:
+        if source["kind"] == "multilingual":
+            translate = 0 if source["multilingual"]["language"] == "en" else PART_CLIPS
+            source["multilingual"].update(
+                train=TRAIN_CLIPS,
+                eval=10,
+                test=TEST_CLIPS,
+                unseen_test=PART_CLIPS,
+                random_test=PART_CLIPS,
+                translate_test=translate,
+            )
+        else:
+            source["synthetic"].update(train=100, eval=4, test=10)
+    path = tmp / "multilingual_small.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def _mean_error(fig: dict, lang: str) -> float:
+    metric = "cer" if lang == "ja" else "wer"
+    v = fig["languages"][lang]
+    return sum(v[p][metric] for p in ("seen", "unseen", "random")) / 3
+
+
+def _reference(run: Path, shards: str) -> dict:
+    """The report's figures for the checkpoint at the end of the CTC warm start (LM phase untrained)."""
+    import torch
+
+    from speechlm import inference
+    from speechlm.demo import multilingual_report
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or 1)  # every core, as the demo's own report stage has them
+    try:
+        model = inference.load_model(str(run / "checkpoints" / f"step-{CTC_STEPS}"))
+        return multilingual_report.figures(multilingual_report.passes(model, Path(shards), "test"))
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_multilingual_demo_learns(tmp_path):
+    # every core, as `make demo-multilingual` gets them (conftest pins the test process to one thread)
+    env = {**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
+    out = tmp_path / "outputs"
+    steps = [
+        f"training.max_steps={CTC_STEPS + LM_STEPS}",
+        f"training.ctc_warmup_steps={CTC_STEPS}",
+        f"training.eval_steps={CTC_STEPS}",  # the first evaluation ends the warm start: the loss's reference
+        f"training.save_steps={CTC_STEPS}",
+    ]
+    cmd = [sys.executable, "-m", "speechlm.demo", "--languages", ",".join(LANGUAGES)]
+    cmd += ["--shards", str(_small_recipe(tmp_path)), "--out", str(out), "--name", "ml", *steps]
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # the demo's own summary in the log (make test-all shows it with -rP)
+    print("\n".join(r.stdout.splitlines()[-16:]))
+    report = json.loads((out / "ml" / "multilingual_report.json").read_text())
+    fig, train_loss, eval_loss = report["figures"], report["train_loss"], report["eval_loss"]
+    ref = _reference(out / "ml", report["shards"])
+    print("reference (end of the CTC warm start):\n" + "\n".join(_summary(ref)))
+
+    # the loss falls: the first evaluation ends the CTC warm start (the decoder and LoRA untouched)
+    assert len(eval_loss) >= 2 and eval_loss[-1] < 0.5 * eval_loss[0], eval_loss
+    assert train_loss[-1] < 0.5 * train_loss[0], train_loss
+
+    # every language transcribed with its language pinned, with fewer errors than the untrained answerer
+    assert set(fig["languages"]) == set(LANGUAGES)
+    for lang in LANGUAGES:
+        assert _mean_error(fig, lang) < _mean_error(ref, lang), (lang, fig["languages"][lang], ref["languages"][lang])
+    # pins respected: answers pinned to a language are in that language (the word-list test)
+    clips = sum(v["pinned_clips"] for v in fig["languages"].values())
+    assert fig["pinned_other_language"] <= MAX_OTHER_LANGUAGE_SHARE * clips, fig["languages"]
+
+    # the language told with none given: above chance and above the untrained answerer
+    assert fig["lid"]["lid"] > max(0.2, ref["lid"]["lid"]), (fig["lid"], ref["lid"])
+    # translation into English learned: chrF above the untrained answerer's, over the four languages
+    assert set(fig["translate"]) == {"es", "de", "fr", "ja"}
+    assert all(t["clips"] == PART_CLIPS for t in fig["translate"].values())
+    chrf, ref_chrf = (sum(t["chrf"] for t in f["translate"].values()) / 4 for f in (fig, ref))
+    assert chrf > ref_chrf, (fig["translate"], ref["translate"])
+    assert fig["nonspeech_empty_share"] >= MIN_EMPTY_SHARE, fig
+    assert report["seconds"]["total"] > 0 and Path(report["plots"][0]).is_file()
+
+
+def _summary(fig: dict) -> list[str]:
+    from speechlm.demo import multilingual_report
+
+    return multilingual_report.summary_lines(fig)
