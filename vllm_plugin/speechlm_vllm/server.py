@@ -1,4 +1,4 @@
-"""vLLM's transcription endpoint with speechlm's long-form cut.
+"""vLLM's transcription endpoint with speechlm's long-form cut, and short requests ahead of long ones.
 
 vLLM's `/v1/audio/transcriptions` decodes a recording, cuts it into chunks (its own energy-based cut,
 at `max_audio_clip_s`), transcribes each chunk as one request and joins the texts with a space.
@@ -6,13 +6,45 @@ speechlm cuts every recording, short ones too, at its pauses (the folder's speec
 the windows' texts with a space, leaving out empty ones. `install()` wraps the endpoint's one cutting
 step (`SpeechToTextBaseServing._decode_and_chunk_speech`) so that a model class with
 `speechlm_windows` gets its recordings cut that way; every other model keeps vLLM's cut.
+
+The endpoint submits all of a recording's windows at once, with the engine's default priority, so under
+vLLM's first-come-first-served scheduler a 2 s clip that arrives after a 3-minute recording waits for the
+recording's ~60 window prefills. `install()` also wraps `_create_speech_to_text` so that each engine
+request it submits carries its window's index in the recording as its priority (`WindowPriority`):
+under `vllm serve --scheduling-policy priority` (lower first, ties by arrival) every recording's k-th
+window is taken before any recording's (k+1)-th, so a one-window request waits at most for the windows
+already running, and a long recording still advances (nothing starves). Under the default `fcfs` policy
+vLLM ignores the priority.
 """
 
 from __future__ import annotations
 
+import contextvars
+import itertools
 import logging
 
 log = logging.getLogger(__name__)
+
+# the window counter of the transcription request being submitted (set per request: asyncio gives each
+# HTTP request its own context, so concurrent requests count separately)
+_window = contextvars.ContextVar("speechlm_window", default=None)
+
+
+class WindowPriority:
+    """The endpoint's engine client, with `generate` given the submitting request's next window index as
+    its `priority` (when a transcription request is being submitted and no priority was passed)."""
+
+    def __init__(self, client):
+        self._client = client
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def generate(self, *args, **kwargs):
+        counter = _window.get()
+        if counter is not None and "priority" not in kwargs:
+            kwargs["priority"] = next(counter)
+        return self._client.generate(*args, **kwargs)
 
 
 def install() -> None:
@@ -21,7 +53,12 @@ def install() -> None:
     except ImportError:  # a vLLM without the endpoint (or with it elsewhere): nothing to wrap
         log.warning("speechlm_vllm: vLLM's speech-to-text serving was not found; long audio is cut by vLLM")
         return
-    original = SpeechToTextBaseServing._decode_and_chunk_speech
+    _install_cut(SpeechToTextBaseServing)
+    _install_priority(SpeechToTextBaseServing)
+
+
+def _install_cut(serving) -> None:
+    original = serving._decode_and_chunk_speech
     if getattr(original, "_speechlm", False):
         return
 
@@ -35,4 +72,24 @@ def install() -> None:
         return windows or chunks[:1], duration
 
     decode_and_cut._speechlm = True
-    SpeechToTextBaseServing._decode_and_chunk_speech = decode_and_cut
+    serving._decode_and_chunk_speech = decode_and_cut
+
+
+def _install_priority(serving) -> None:
+    original = serving._create_speech_to_text
+    if getattr(original, "_speechlm", False):
+        return
+
+    async def create_with_window_priority(self, *args, **kwargs):
+        if getattr(self.model_cls, "speechlm_windows", None) is None:
+            return await original(self, *args, **kwargs)
+        if not isinstance(self.engine_client, WindowPriority):
+            self.engine_client = WindowPriority(self.engine_client)
+        token = _window.set(itertools.count())
+        try:
+            return await original(self, *args, **kwargs)
+        finally:
+            _window.reset(token)
+
+    create_with_window_priority._speechlm = True
+    serving._create_speech_to_text = create_with_window_priority
