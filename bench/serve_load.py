@@ -309,6 +309,7 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=300.0, help="per request")
     ap.add_argument("--time-limit", type=float, default=1800.0, help="the whole run")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--short-tries", type=int, default=3, help="short-behind-long tries (each: alone, then loaded)")
     ap.add_argument("--phases", default="throughput,short,soak", help="which of throughput,short,soak to run")
     args = ap.parse_args(argv)
     args.phases = set(args.phases.split(","))
@@ -364,7 +365,7 @@ def run_server(backend: str, args, clips, refs, seconds, short_i, long_flac, sta
             result["throughput"] = throughput(client, clips, refs[: len(clips)], seconds, args.clients)
         if "short" in args.phases:
             result["short_behind_long"] = short_behind_long(
-                server, client, clips[short_i], refs[short_i], long_flac, refs[-1]
+                server, client, clips[short_i], refs[short_i], long_flac, refs[-1], args.short_tries
             )
         if backend == "speechlm" and "soak" in args.phases:
             result["soak"] = soak(client, clips, refs, args.soak, args.clients, start + args.time_limit)

@@ -15,24 +15,56 @@ under `vllm serve --scheduling-policy priority` (lower first, ties by arrival) e
 window is taken before any recording's (k+1)-th, so a one-window request waits at most for the windows
 already running, and a long recording still advances (nothing starves). Under the default `fcfs` policy
 vLLM ignores the priority.
+
+Priority orders the waiting queue only: vLLM fills each step's token budget with the running requests
+first, then with waiting ones, so a short request admitted at once still shares every step with the
+recording's windows, their prefills (encoder and placeholders) included. `SPEECHLM_VLLM_WINDOWS_IN_FLIGHT=K`
+(`WINDOWS_ENV`) also submits each recording's windows gradually: at most K of one request's windows are
+in the engine at once, the next when one finishes. Unset (the default) or 0: all at once, vLLM's way.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import itertools
 import logging
+import os
 
 log = logging.getLogger(__name__)
+WINDOWS_ENV = "SPEECHLM_VLLM_WINDOWS_IN_FLIGHT"
 
-# the window counter of the transcription request being submitted (set per request: asyncio gives each
-# HTTP request its own context, so concurrent requests count separately)
-_window = contextvars.ContextVar("speechlm_window", default=None)
+
+def windows_in_flight() -> int | None:
+    """`WINDOWS_ENV` as a count (None: no limit); a value that is not a count >= 0 is an error naming it."""
+    raw = os.environ.get(WINDOWS_ENV, "").strip()
+    try:
+        k = int(raw) if raw else 0
+    except ValueError:
+        k = -1
+    if k < 0:
+        raise ValueError(f"{WINDOWS_ENV}={raw!r}: give a whole number of windows >= 0 (0 or unset: no limit)")
+    return k or None
+
+
+class _Submission:
+    """One transcription request's submission: its windows' count, and its gate when windows are limited."""
+
+    def __init__(self, limit: int | None):
+        self.count = itertools.count()
+        self.gate = asyncio.Semaphore(limit) if limit else None
+
+
+# the transcription request being submitted (set per request: asyncio gives each HTTP request its own
+# context, so concurrent requests count separately)
+_submission = contextvars.ContextVar("speechlm_submission", default=None)
 
 
 class WindowPriority:
     """The endpoint's engine client, with `generate` given the submitting request's next window index as
-    its `priority` (when a transcription request is being submitted and no priority was passed)."""
+    its `priority` (when a transcription request is being submitted and no priority was passed), and
+    held at the request's gate when its windows are limited."""
 
     def __init__(self, client):
         self._client = client
@@ -41,10 +73,22 @@ class WindowPriority:
         return getattr(self._client, name)
 
     def generate(self, *args, **kwargs):
-        counter = _window.get()
-        if counter is not None and "priority" not in kwargs:
-            kwargs["priority"] = next(counter)
-        return self._client.generate(*args, **kwargs)
+        sub = _submission.get()
+        if sub is None:
+            return self._client.generate(*args, **kwargs)
+        if "priority" not in kwargs:
+            kwargs["priority"] = next(sub.count)
+        if sub.gate is None:
+            return self._client.generate(*args, **kwargs)
+        return self._gated(sub.gate, args, kwargs)
+
+    async def _gated(self, gate: asyncio.Semaphore, args, kwargs):
+        # the endpoint starts its windows' generators in order, so they pass the gate in order; a
+        # cancelled request leaves its unsubmitted windows unsubmitted
+        async with gate:
+            async with contextlib.aclosing(self._client.generate(*args, **kwargs)) as outputs:
+                async for out in outputs:
+                    yield out
 
 
 def install() -> None:
@@ -79,17 +123,18 @@ def _install_priority(serving) -> None:
     original = serving._create_speech_to_text
     if getattr(original, "_speechlm", False):
         return
+    limit = windows_in_flight()  # read once, when vLLM loads the plugin: a bad value stops the server
 
     async def create_with_window_priority(self, *args, **kwargs):
         if getattr(self.model_cls, "speechlm_windows", None) is None:
             return await original(self, *args, **kwargs)
         if not isinstance(self.engine_client, WindowPriority):
             self.engine_client = WindowPriority(self.engine_client)
-        token = _window.set(itertools.count())
+        token = _submission.set(_Submission(limit))
         try:
             return await original(self, *args, **kwargs)
         finally:
-            _window.reset(token)
+            _submission.reset(token)
 
     create_with_window_priority._speechlm = True
     serving._create_speech_to_text = create_with_window_priority
