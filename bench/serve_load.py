@@ -233,12 +233,12 @@ def throughput(client: Client, clips: list[bytes], refs: list[str], seconds: lis
 def short_behind_long(
     server: Server, client: Client, short: bytes, short_ref: str, long: bytes, long_ref: str, tries: int = 3
 ):
-    alone = []
+    # each try times the clip alone right before it times it behind the recording: on a machine shared
+    # with other jobs the load drifts, and a ratio of two phases minutes apart would measure the drift
+    alone, loaded, long_runs = [], [], []
     for _ in range(tries):
         text, dt, _ = client.transcribe(short)
         alone.append(dt)
-    loaded, long_runs = [], []
-    for _ in range(tries):
         box = {}
         t = threading.Thread(target=lambda box=box: box.update(r=client.transcribe(long)))
         t.start()
@@ -257,6 +257,7 @@ def short_behind_long(
         "short_while_long_s": loaded,
         "long_request_s": long_runs,
         "ratio_median": round(med_loaded / med_alone, 2),
+        "ratio_per_try": [round(x["latency_s"] / a, 2) for x, a in zip(loaded, alone)],
     }
     print(json.dumps({"short behind long": out}), flush=True)
     return out
