@@ -18,7 +18,7 @@ from transformers import StoppingCriteriaList
 from speechlm import text
 from speechlm.audio_checks import SAMPLE_RATE
 
-from . import align, generation
+from . import align, generation, parameters
 from .loss import ChunkedCrossEntropy, TokenLoss
 from .projector import Projector, pooled_length
 
@@ -377,56 +377,10 @@ class SpeechLM(nn.Module):
 
     # ------------------------------------------------------------------ optimizer and reporting
     def parameter_groups(self, tcfg) -> list[dict]:
-        """AdamW groups; no weight decay for biases, norms and embeddings."""
-        specs = {
-            "projector": (tcfg.learning_rate, tcfg.projector_weight_decay),
-            "decoder": (tcfg.decoder_learning_rate, tcfg.weight_decay),
-            "encoder": (tcfg.encoder_learning_rate, tcfg.weight_decay),
-        }
-        buckets: dict[str, list] = {}
-        for name, p in self.named_parameters():
-            if not p.requires_grad:
-                continue
-            part = name.split(".", 1)[0]
-            no_decay = p.ndim < 2 or "norm" in name or "embed" in name or name.endswith(".bias")
-            buckets.setdefault(part + ("_no_decay" if no_decay else ""), []).append(p)
-        groups = []
-        for key, params in buckets.items():
-            part = key.removesuffix("_no_decay")
-            lr, wd = specs[part]
-            groups.append({"name": key, "params": params, "lr": lr, "weight_decay": 0.0 if key != part else wd})
-        if not groups:
-            raise ValueError("nothing to train: every part is frozen (check training.freeze_* and use_lora)")
-        return groups
+        return parameters.groups(self, tcfg)
 
     def parameter_counts(self) -> dict[str, tuple[int, int]]:
-        """part -> (total, trainable); LoRA counted apart from the decoder it adapts."""
-        counts: dict[str, list[int]] = {k: [0, 0] for k in ("encoder", "projector", "decoder", "lora")}
-        for name, p in self.named_parameters():
-            part = "lora" if "lora_" in name else name.split(".", 1)[0]
-            counts[part][0] += p.numel()
-            counts[part][1] += p.numel() if p.requires_grad else 0
-        return {k: (v[0], v[1]) for k, v in counts.items()}
+        return parameters.counts(self)
 
     def parameter_table(self) -> str:
-        return format_table(self.parameter_counts(), self.dtypes())
-
-    def dtypes(self) -> dict[str, str]:
-        out = {}
-        for part, mod in (("encoder", self.encoder), ("projector", self.projector)):
-            out[part] = str(next(mod.parameters()).dtype).removeprefix("torch.")
-        out["decoder"] = str(self._base_lm().get_input_embeddings().weight.dtype).removeprefix("torch.")
-        lora = [p for n, p in self.named_parameters() if "lora_" in n]
-        out["lora"] = str(lora[0].dtype).removeprefix("torch.") if lora else "-"
-        return out
-
-
-def format_table(counts: dict, dtypes: dict | None = None) -> str:
-    dtypes = dtypes or {}
-    lines = [f"{'part':<10} {'total':>15} {'trainable':>15}  dtype"]
-    for part, (total, trainable) in counts.items():
-        lines.append(f"{part:<10} {total:>15,} {trainable:>15,}  {dtypes.get(part, '')}")
-    total = sum(v[0] for v in counts.values())
-    trainable = sum(v[1] for v in counts.values())
-    lines.append(f"{'total':<10} {total:>15,} {trainable:>15,}")
-    return "\n".join(lines)
+        return parameters.format_table(parameters.counts(self), parameters.dtypes(self))
