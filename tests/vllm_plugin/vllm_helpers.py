@@ -37,6 +37,8 @@ def vllm_decoder(out: Path, twin: str = "llama3") -> str:
     src = ids.resolve(f"tiny/{twin}")
     cfg = AutoConfig.from_pretrained(src)
     cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = 2, 1, 64
+    if hasattr(cfg, "linear_key_head_dim"):  # Qwen3.5's Gated DeltaNet: vLLM's CPU kernel takes 128 (the real size)
+        cfg.linear_key_head_dim = cfg.linear_value_head_dim = 128
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(cfg).save_pretrained(out)
     AutoTokenizer.from_pretrained(src).save_pretrained(out)
