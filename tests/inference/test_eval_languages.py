@@ -113,3 +113,37 @@ def test_asked_tasks_group_and_come_back_in_order():
     assert [t for t, _ in calls] == [Task("es"), Task(), Task("de", "translate")]
     assert by_language.reference(None, "x") == "x" and by_language.row_labels(None, Task()) == {}
     assert by_language.reference({"task": "translate", "target_text": "y"}, "x") == "y"
+
+
+def test_the_in_training_eval_logs_scores_per_language(sets, model):
+    from speechlm.config import DataSet
+    from speechlm.train.transcribe_eval import transcribe_eval
+
+    said, translated = sets
+    cfg = tiny_config(eval_transcribe_clips=8, per_device_eval_batch_size=4)
+    cfg.data.eval = [DataSet(str(said), split="test"), DataSet(str(translated), split="test")]
+    scores, line = transcribe_eval(model, cfg)
+    named = {k for k in scores if k.startswith(("eval/wer/", "eval/cer/", "eval/chrf/", "eval/bleu/"))}
+    assert named == {"eval/wer/es", "eval/wer/de", "eval/cer/ja"} | {
+        f"eval/{m}/{x}-en" for m in ("bleu", "chrf") for x in ("es", "de", "ja")
+    }
+    assert scores["eval/clips/transcribe/es"] == 2 and scores["eval/clips/translate/es-en"] == 2
+    assert "wer/es" in line and "clips/" not in line
+
+
+def test_speechlm_eval_prints_the_scores_per_language(capsys):
+    from speechlm.commands.eval import print_languages
+
+    scores = {"wer/es": 0.25, "clips/transcribe/es": 2, "chrf/de-en": 41.5, "clips/translate/de-en": 3}
+    print_languages(
+        [{"dataset": "said", "languages": {**scores, "lid": 0.5, "other_language/es": 1}}, {"dataset": "x"}]
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "per language and task in said:"
+    table = {line.split()[0]: line.split()[1:] for line in out[3:]}
+    assert table == {
+        "wer/es": ["25.00", "2"],
+        "chrf/de-en": ["41.50", "3"],
+        "lid": ["50.00"],
+        "other_language/es": ["1"],
+    }
