@@ -132,6 +132,22 @@ def check_language(code: str | None, key: str = "language") -> str | None:
     return code
 
 
+def language_code(value: str, served: list[str]) -> str:
+    """The ISO 639-1 code a caller names (`es`, `es-ES`, `es_ES`, its English name `spanish`, or Whisper's
+    token `<|es|>`: what OpenAI's `language` field and Whisper's `generate_kwargs` take), when `served`
+    (a model's languages) holds it; ValueError naming the languages served otherwise."""
+    key = value.strip().lower().replace("_", "-")
+    if key.startswith("<|") and key.endswith("|>"):
+        key = key[2:-2]
+    names = {name: code for code, name in language_names().items()}
+    code = names.get(key, key.split("-")[0])
+    if code not in served:
+        raise ValueError(
+            f"language '{value}' is not supported: this model serves {', '.join(served)} (ISO 639-1 codes)"
+        )
+    return code
+
+
 def task_prompt(
     prompt: str,
     task: str = TRANSCRIBE,

@@ -127,3 +127,13 @@ def test_template_without_special_end_of_turn_is_a_clear_error():
     tok.chat_template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\nEND\n{% endfor %}"
     with pytest.raises(ValueError, match="does not start with a special token"):
         text.end_of_turn_id(tok)
+
+
+def test_a_pinned_language_is_read_as_openai_and_whisper_name_it():
+    """Issue 38: `es`, `es-ES`, `es_ES`, `Spanish` and Whisper's `<|es|>` name one language; one the model
+    does not serve is refused naming those it does (the server's 400 and the exported pipeline's error)."""
+    from speechlm.text import language_code
+
+    assert {language_code(v, ["en", "es"]) for v in ("es", "es-ES", "es_ES", " Spanish", "<|es|>")} == {"es"}
+    with pytest.raises(ValueError, match=r"language 'ja' is not supported: this model serves en, es \(ISO"):
+        language_code("ja", ["en", "es"])

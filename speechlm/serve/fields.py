@@ -81,13 +81,10 @@ def _language(form: FormData, served: list[str]) -> str | None:
     lang = _value(form, "language")
     if lang is None:
         return None
-    names = {name: code for code, name in text.language_names().items()}
-    key = lang.strip().lower().replace("_", "-")
-    code = names.get(key, key.split("-")[0])
-    if code not in served:
-        msg = f"language '{lang}' is not supported: this model serves {', '.join(served)} (ISO 639-1 codes)"
-        raise APIError(400, msg, "unsupported_language", "language")
-    return code
+    try:
+        return text.language_code(lang, served)
+    except ValueError as e:
+        raise APIError(400, str(e), "unsupported_language", "language") from None
 
 
 def _check_temperature(form: FormData) -> None:

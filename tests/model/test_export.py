@@ -306,3 +306,51 @@ def test_the_card_lists_its_languages_and_a_model_index_entry_per_language_and_t
     model.cfg.languages = []
     plain = (write_export(model, tmp_path / "en", card={}) / "README.md").read_text()
     assert "\nlanguage:\n  - en\n" in plain and "Per language and task" not in plain
+
+
+PIPELINE_LANGUAGES = """
+import json, sys
+from transformers import pipeline
+folder, paths = sys.argv[1], sys.argv[2:]
+asr = pipeline("automatic-speech-recognition", model=folder, trust_remote_code=True)
+asked = [{}, {"language": "es"}, {"language": "spanish", "task": "translate"}, {"language": "<|es|>"}]
+got = [[asr(p, generate_kwargs=kw)["text"] for p in paths] for kw in asked]
+got.append([r["text"] for r in asr(paths, generate_kwargs={"language": "es-ES", "task": "translate"})])
+refused = []
+for kw, extra in (({"language": "ja"}, {}), ({"num_beams": 2}, {}),
+                  ({"task": "translate"}, {"return_timestamps": "word"}), ({"task": "summarize"}, {})):
+    try:
+        asr(paths[0], generate_kwargs=kw, **extra)
+        refused.append(None)
+    except ValueError as e:
+        refused.append(str(e))
+print(json.dumps({"texts": got, "refused": refused}))
+"""
+
+
+@pytest.mark.slow
+def test_the_pipeline_takes_whispers_language_and_task_without_speechlm(tmp_path, nospeechlm_python):
+    """Issue 38: `generate_kwargs={"language": "es", "task": "translate"}` as Whisper's pipeline takes it
+    (codes, names, `<|es|>`), where speechlm can't be imported: the texts speechlm gives for that language
+    and task; a language the model does not list, another generate key, word times of a translation and
+    an unknown task are refused by name."""
+    from speechlm.inference import Task, transcribe_waves
+
+    model = _trained_looking("tiny/whisper", "tiny/qwen3", bf16=False)
+    model.cfg.languages, model.cfg.answer_language = ["en", "es"], True
+    paths, clips = [], waves((16000, 24000), seed=7)
+    for i, w in enumerate(clips):
+        sf.write(tmp_path / f"clip{i}.wav", w, 16000)
+        paths.append(str(tmp_path / f"clip{i}.wav"))
+    clips = [sf.read(p, dtype="float32")[0] for p in paths]
+    plain, pinned, translated = (
+        transcribe_waves(model, clips, task=t) for t in (None, Task("es"), Task("es", "translate"))
+    )
+    assert pinned != plain and translated != pinned  # the prompt each route asks shows in the texts
+    folder = write_export(model, tmp_path / "hf")
+    got = nospeechlm.run(nospeechlm_python, PIPELINE_LANGUAGES, str(folder), *paths, cwd=tmp_path)
+    assert got["texts"] == [plain, pinned, translated, pinned, translated]
+    other, beams, words, task = got["refused"]
+    assert "language 'ja' is not supported: this model serves en, es" in other
+    assert "generate_kwargs num_beams: not taken by this model" in beams
+    assert "return_timestamps='word' is for transcription" in words and "task 'summarize'" in task
