@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from speechlm.inference.transcribe import Task, clip_spans
+from speechlm.inference.transcribe import Task, clip_spans, long_form_for
 
 # new tokens the language-ID pass lets a clip write: "[es] " is 3-5 tokens in a byte-level BPE, and
 # SpeechLM._language_opened reads the opening off the first 8
@@ -69,8 +69,6 @@ def detect_languages(model, waves: list[np.ndarray], batch_size: int, long_form)
     for a model that does not open its answers with the language."""
     if not getattr(model.cfg, "answer_language", False) or not waves:
         return [None] * len(waves)
-    from speechlm.inference.transcribe import long_form_for
-
     lf = long_form_for(model, long_form)
     firsts = []
     for w in waves:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from speechlm import text
 
 # metric -> (its name on the card, whether a fraction shown as %: BLEU and chrF are 0-100 already)
-METRICS = {"wer": ("WER", True), "cer": ("CER", True), "bleu": ("BLEU", False), "chrf": ("chrF", False)}
-METRICS["lid"] = ("language ID accuracy", True)
+LANGUAGE_METRICS = {"wer": ("WER", True), "cer": ("CER", True), "bleu": ("BLEU", False), "chrf": ("chrF", False)}
+LANGUAGE_METRICS["lid"] = ("language ID accuracy", True)
 # a row's task -> the Hub's task type and name
 TASK_TYPES = {
     "transcribe": ("automatic-speech-recognition", "Automatic Speech Recognition"),
@@ -26,7 +26,7 @@ def _parsed(key: str) -> tuple[str, str, str | None] | None:
     """(metric, task, language or a translation's `src-tgt`) of a score key, None for a key that is not
     a score per language (a part's `wer/seen`, `clips/...`, `other_language/...`)."""
     metric, _, name = key.partition("/")
-    if metric not in METRICS:
+    if metric not in LANGUAGE_METRICS:
         return None
     if metric in ("wer", "cer"):
         return (metric, "transcribe", name) if name in text.language_names() else None
@@ -51,7 +51,7 @@ def language_rows(scores: dict, dataset: str, prefix: str = "") -> list[dict]:
             continue
         metric, task, lang = parsed
         clips = scores.get(f"{prefix}clips/{task}/{lang}")
-        value = 100 * value if METRICS[metric][1] else value
+        value = 100 * value if LANGUAGE_METRICS[metric][1] else value
         rows.append(
             {
                 "dataset": dataset,
@@ -92,7 +92,7 @@ def index_entry(r: dict) -> list[str]:
         "    metrics:",
         f"    - type: {'accuracy' if r['metric'] == 'lid' else r['metric']}",
         f"      value: {r['value']:.2f}",
-        f"      name: {METRICS[r['metric']][0]} ({lang}{clips})",
+        f"      name: {LANGUAGE_METRICS[r['metric']][0]} ({lang}{clips})",
     ]
 
 
@@ -106,6 +106,6 @@ def table(rows: list[dict]) -> list[str]:
         clips = r["clips"] if r["clips"] is not None else ""
         lang = r["language"] or "all"
         lines.append(
-            f"| {r['dataset']} | {lang} | {r['task']} | {METRICS[r['metric']][0]} | {r['value']:.2f} | {clips} |"
+            f"| {r['dataset']} | {lang} | {r['task']} | {LANGUAGE_METRICS[r['metric']][0]} | {r['value']:.2f} | {clips} |"
         )
     return lines
