@@ -222,7 +222,7 @@ class SpeechLM(nn.Module):
         try:
             with self._autocast(device):
                 projected = self.encode_audio(feats, mask)
-                how = (max_new_tokens, num_beams, eot)
+                how = (max_new_tokens, num_beams, eot, langs)
                 rows, stops = self._generate(waves, feats, mask, projected, how, given, instructions)
         finally:
             if switch:
@@ -322,18 +322,28 @@ class SpeechLM(nn.Module):
             raise ValueError(f"a prefix holds ids {bad[:5]} that are not text tokens of the decoder ({size} rows)")
         return ids
 
+    def token_rates(self, langs: list) -> float | list[float]:
+        """The budget's tokens per second: `model.tokens_per_second`, or per clip its language's rate
+        (`tokens_per_second_by_language`); a language not there, or one not given (the model detects
+        it), gets the largest rate, so no language is cut short."""
+        table = getattr(self.cfg, "tokens_per_second_by_language", None) or {}
+        if not table:
+            return self.cfg.tokens_per_second
+        most = max([self.cfg.tokens_per_second, *table.values()])
+        return [table.get(lang, most) if lang else most for lang in langs]
+
     def _generate(self, waves, feats, mask, projected, how, given, instructions) -> tuple[list, list]:
         """(new token rows, the stopping rules that ran): greedy or beam generation (`how`: max new tokens,
-        beams, end-of-turn id) after each clip's prompt (its instruction) and the answer tokens `given`
-        for it (a prefix, often none)."""
-        max_new_tokens, num_beams, eot = how
+        beams, end-of-turn id, the clips' languages) after each clip's prompt (its instruction) and the
+        answer tokens `given` for it (a prefix, often none)."""
+        max_new_tokens, num_beams, eot, langs = how
         prompts = [
             text.prompt_ids(self.tokenizer, n, instruction, self.cfg.audio_token, self.cfg.system_prompt) + g
             for n, g, instruction in zip(projected[1].tolist(), given, instructions)
         ]
         budgets = generation.token_budget(
             [len(w) / SAMPLE_RATE for w in waves],
-            self.cfg.tokens_per_second,
+            self.token_rates(langs),
             self.cfg.new_tokens_margin,
             max_new_tokens or self.cfg.max_new_tokens,
             [len(g) for g in given],
