@@ -233,3 +233,37 @@ def test_a_truecaser_file_per_language_and_its_key(tmp_path):
         _recased(root, tmp_path, "missing", [de_caps], truecase_models={"de": str(tmp_path / "no.model")})
     with pytest.raises(ConfigError, match=r"normalize.truecase_models.xx: unknown language"):
         _recased(root, tmp_path, "bad", [de_caps], truecase_models={"xx": "f"})
+
+
+GRANITE_SPEECH = {"en", "fr", "de", "es", "pt", "ja"}  # the languages Granite Speech 4 transcribes
+
+
+def test_the_multilingual_production_mix_covers_granite_speechs_languages():
+    """shards/multilingual.yaml, offline: every language Granite Speech transcribes has a train and an
+    eval source from the Hub; each lowercase MLS source has a cased FLEURS source of its language to train
+    its truecaser on (speechlm.shard.recasing), so the build re-cases instead of stopping; the English
+    mix is multiasr's; and the planner's Hub sizing counts only each MLS source's own language and splits."""
+    from speechlm.shard.schema import load_recipe
+    from speechlm.shard.sources.hf import hub_files_bytes
+
+    mix, _ = load_recipe("multilingual")
+    mix.validate()
+    speech = [s for s in mix.sources if not s.keep_empty]
+    assert {s.kind for s in mix.sources} == {"hf"} and {s.language for s in speech} == GRANITE_SPEECH
+    for lang in GRANITE_SPEECH:
+        mine = [s for s in speech if s.language == lang]
+        assert all({"train", "eval"} <= set(s.splits) for s in mine), lang
+    english, _ = load_recipe("multiasr")
+    assert [s.name for s in mix.sources[: len(english.sources)]] == [s.name for s in english.sources]
+    for mls in (s for s in speech if s.path == "facebook/multilingual_librispeech"):
+        cased = [s for s in speech if s.language == mls.language and s.text_column == "raw_transcription"]
+        assert cased and cased[0].path == "google/fleurs", mls.name
+    assert {s.task for s in mix.sources} == {"transcribe"} and not mix.normalize.truecase_models
+    files = [
+        (f"{lang}/{split}-0000{i}-of-00002.parquet", 10)
+        for lang in ("german", "french")
+        for i in (0, 1)
+        for split in ("train", "dev", "test", "9_hours")
+    ]
+    mls_de = next(s for s in mix.sources if s.name == "mls_de")
+    assert hub_files_bytes(files, mls_de.subset, [x for v in mls_de.splits.values() for x in v]) == 40
