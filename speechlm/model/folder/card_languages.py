@@ -105,7 +105,6 @@ def table(rows: list[dict]) -> list[str]:
     for r in rows:
         clips = r["clips"] if r["clips"] is not None else ""
         lang = r["language"] or "all"
-        lines.append(
-            f"| {r['dataset']} | {lang} | {r['task']} | {LANGUAGE_METRICS[r['metric']][0]} | {r['value']:.2f} | {clips} |"
-        )
+        name = LANGUAGE_METRICS[r["metric"]][0]
+        lines.append(f"| {r['dataset']} | {lang} | {r['task']} | {name} | {r['value']:.2f} | {clips} |")
     return lines
