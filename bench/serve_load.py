@@ -5,6 +5,7 @@ with the official `openai` client.
     PYTHONPATH=. HF_HUB_OFFLINE=1 python bench/serve_load.py -m outputs/demo [-d shards/demo] [--clips 64]
         [--clients 16] [--long-seconds 180] [--soak 500] [--server-args "--max-batch 16 --max-wait-ms 10"]
         [--backend speechlm|vllm|both] [--vllm-args "--max-model-len 1024"] [--json out.json] [--time-limit 1800]
+        [--phases throughput,short,soak]
 
 `--backend vllm` runs the same phases against `vllm serve MODEL_FOLDER` (the speechlm plugin in .venv-vllm,
 bench/serve_vllm.py), `both` runs the two servers one after the other on the same clips and references
@@ -47,6 +48,7 @@ import soundfile as sf
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SR = 16000
+PHASES = {"throughput", "short", "soak"}
 UPLOAD_MB = 8  # the bench's server limit: the long recording fits, the "too large" input does not
 
 
@@ -231,12 +233,12 @@ def throughput(client: Client, clips: list[bytes], refs: list[str], seconds: lis
 def short_behind_long(
     server: Server, client: Client, short: bytes, short_ref: str, long: bytes, long_ref: str, tries: int = 3
 ):
-    alone = []
+    # each try times the clip alone right before it times it behind the recording: on a machine shared
+    # with other jobs the load drifts, and a ratio of two phases minutes apart would measure the drift
+    alone, loaded, long_runs = [], [], []
     for _ in range(tries):
         text, dt, _ = client.transcribe(short)
         alone.append(dt)
-    loaded, long_runs = [], []
-    for _ in range(tries):
         box = {}
         t = threading.Thread(target=lambda box=box: box.update(r=client.transcribe(long)))
         t.start()
@@ -255,6 +257,7 @@ def short_behind_long(
         "short_while_long_s": loaded,
         "long_request_s": long_runs,
         "ratio_median": round(med_loaded / med_alone, 2),
+        "ratio_per_try": [round(x["latency_s"] / a, 2) for x, a in zip(loaded, alone)],
     }
     print(json.dumps({"short behind long": out}), flush=True)
     return out
@@ -307,7 +310,12 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=300.0, help="per request")
     ap.add_argument("--time-limit", type=float, default=1800.0, help="the whole run")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--short-tries", type=int, default=3, help="short-behind-long tries (each: alone, then loaded)")
+    ap.add_argument("--phases", default="throughput,short,soak", help="which of throughput,short,soak to run")
     args = ap.parse_args(argv)
+    args.phases = set(args.phases.split(","))
+    if args.phases - PHASES:
+        ap.error(f"--phases: unknown {sorted(args.phases - PHASES)}; choose from {sorted(PHASES)}")
     start = time.time()
 
     from speechlm.inference import dataset_clips, load_model, transcribe_waves
@@ -354,11 +362,13 @@ def run_server(backend: str, args, clips, refs, seconds, short_i, long_flac, sta
         client.transcribe(clips[0])  # warm-up
         result = {"backend": backend, "model": args.model, "clips": len(clips), "startup_s": server.started_s}
         result["server_args"] = args.vllm_args if backend == "vllm" else args.server_args
-        result["throughput"] = throughput(client, clips, refs[: len(clips)], seconds, args.clients)
-        result["short_behind_long"] = short_behind_long(
-            server, client, clips[short_i], refs[short_i], long_flac, refs[-1]
-        )
-        if backend == "speechlm":
+        if "throughput" in args.phases:
+            result["throughput"] = throughput(client, clips, refs[: len(clips)], seconds, args.clients)
+        if "short" in args.phases:
+            result["short_behind_long"] = short_behind_long(
+                server, client, clips[short_i], refs[short_i], long_flac, refs[-1], args.short_tries
+            )
+        if backend == "speechlm" and "soak" in args.phases:
             result["soak"] = soak(client, clips, refs, args.soak, args.clients, start + args.time_limit)
         h = server.health()
         result["server_after"] = {"same_process": server.proc.poll() is None and server.proc.pid == pid, **h}

@@ -118,6 +118,30 @@ LANGUAGE_NOTE = " The speech is in {language}."
 ANSWER_LANGUAGE = re.compile(r"^\[([a-z]{2,3})\]\s*")
 
 
+# a caller's context (OpenAI's `prompt`: earlier words, names, spellings) rides in the user turn after the
+# instruction; as in OpenAI's API only its last 224 tokens count (Whisper's limit on a prompt)
+CONTEXT_NOTE = "\nContext: {context}"
+CONTEXT_TOKENS = 224
+
+
+def context_text(tok: PreTrainedTokenizerBase, context: str | None, audio_token: str = "<audio>") -> str | None:
+    """`context` as the user turn takes it: the tokenizer's special tokens and the audio placeholder taken
+    out (a caller's text can neither close the turn nor add audio), whitespace collapsed, its last
+    CONTEXT_TOKENS tokens; None when nothing is left."""
+    if not context:
+        return None
+    specials = {audio_token, *tok.all_special_tokens}
+    specials |= {t.content for t in getattr(tok, "added_tokens_decoder", {}).values() if t.special}
+    while any(s and s in context for s in specials):
+        for s in sorted(filter(None, specials), key=len, reverse=True):
+            context = context.replace(s, " ")
+    context = " ".join(context.split())
+    ids = tok(context, add_special_tokens=False)["input_ids"]
+    if len(ids) > CONTEXT_TOKENS:
+        context = " ".join(tok.decode(ids[-CONTEXT_TOKENS:]).split())
+    return context or None
+
+
 def language_names() -> dict[str, str]:
     """ISO 639-1 code (Whisper's table: 99 languages and yue) -> English name."""
     from transformers.models.whisper.tokenization_whisper import LANGUAGES  # a table only; no model loads
@@ -132,15 +156,33 @@ def check_language(code: str | None, key: str = "language") -> str | None:
     return code
 
 
+def language_code(value: str, served: list[str]) -> str:
+    """The ISO 639-1 code a caller names (`es`, `es-ES`, `es_ES`, its English name `spanish`, or Whisper's
+    token `<|es|>`: what OpenAI's `language` field and Whisper's `generate_kwargs` take), when `served`
+    (a model's languages) holds it; ValueError naming the languages served otherwise."""
+    key = value.strip().lower().replace("_", "-")
+    if key.startswith("<|") and key.endswith("|>"):
+        key = key[2:-2]
+    names = {name: code for code, name in language_names().items()}
+    code = names.get(key, key.split("-")[0])
+    if code not in served:
+        raise ValueError(
+            f"language '{value}' is not supported: this model serves {', '.join(served)} (ISO 639-1 codes)"
+        )
+    return code
+
+
 def task_prompt(
     prompt: str,
     task: str = TRANSCRIBE,
     language: str | None = None,
     target: str | None = None,
     templates: dict[str, str] | None = None,
+    context: str | None = None,
 ) -> str:
     """The instruction of a clip: its task's template (`prompt` is the model's transcription prompt),
-    naming the translation's `target` language, plus the spoken `language` when it is given."""
+    naming the translation's `target` language, plus the spoken `language` when it is given, then the
+    caller's `context` (already `context_text`) when there is one."""
     names = language_names()
     every = {**TASK_TEMPLATES, **(templates or {})}
     if task not in every:
@@ -154,6 +196,8 @@ def task_prompt(
     out = every[task].format(prompt=prompt, target=names[target].title() if target else "", language="")
     if language:
         out += LANGUAGE_NOTE.format(language=names[language].title())
+    if context:
+        out += CONTEXT_NOTE.format(context=context)
     return out
 
 

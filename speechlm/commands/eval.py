@@ -1,4 +1,7 @@
 """Evaluate an exported checkpoint: corpus WER per dataset, worst examples, a JSONL of hypotheses.
+A set whose clips state their language and task is also scored per language and task (WER, CER for
+zh/ja/th/lo/my/yue, BLEU and chrF for translations, language ID, pinned answers in another language:
+speechlm.inference.by_language, speechlm.scoring.languages).
 
     speechlm eval -m MODEL_DIR -d DATASET [-d DATASET ...] [-n N] [--batch-size B] [--json]
     speechlm eval -m MODEL_DIR -d DATASET --noise-snr-db 10 [--noise-dir DIR] [--reverb]
@@ -47,6 +50,7 @@ def print_table(results: list[dict]) -> None:
             f"{r['dataset']:<24}{r['clips']:>7}{100 * r['wer']:>8.2f}{100 * r['orthographic_wer']:>8.2f}"
             f"{r['substitutions']:>6}{r['deletions']:>6}{r['insertions']:>6}{r['rtfx']:>8.1f}"
         )
+    print_languages(results)
     for r in results:
         if "boundaries" in r:
             print(f"word times in {r['dataset']}: {json.dumps(r['boundaries'])}")
@@ -56,6 +60,29 @@ def print_table(results: list[dict]) -> None:
         print(f"\nworst in {r['dataset']}:")
         for w in r["worst"]:
             print(f"  [{w['errors']}] {w['id']}\n      ref: {w['reference']}\n      hyp: {w['hypothesis']}")
+
+
+def print_languages(results: list[dict]) -> None:
+    """The scores per language and task of the sets whose clips state them (speechlm.scoring.languages):
+    WER/CER %, BLEU and chrF (0-100), language ID %, pinned answers in another language."""
+    for r in results:
+        scores = r.get("languages")
+        if not scores:
+            continue
+        print(f"\nper language and task in {r['dataset']}:")
+        print(f"  {'score':<28}{'value':>9}{'clips':>7}")
+        for key, value in scores.items():
+            if key.startswith("clips/"):
+                continue
+            metric, _, name = key.partition("/")
+            task = {"wer": "transcribe", "cer": "transcribe", "bleu": "translate", "chrf": "translate"}.get(metric)
+            clips = scores.get(f"clips/{task}/{name}", "") if task and "/" not in name else ""
+            shown = (
+                f"{value:g}"
+                if metric == "other_language"
+                else f"{(1 if metric in ('bleu', 'chrf') else 100) * value:.2f}"
+            )
+            print(f"  {key:<28}{shown:>9}{clips:>7}")
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:

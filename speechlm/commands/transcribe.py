@@ -48,6 +48,7 @@ EXAMPLES = """examples:
   speechlm transcribe -m outputs/RUN/checkpoints/step-2000 meeting.flac talk.wav --long-form pause
   speechlm transcribe -m user/my-asr clip.wav                        # a Hub id
   speechlm transcribe -m outputs/RUN/final hola.wav --language es --task translate   # pinned, into English
+  speechlm transcribe -m outputs/RUN/final part2.wav --prompt "Anna Karenina, Vronsky"   # context, names
   speechlm transcribe -m outputs/RUN/final talk.wav --format srt --out-dir subs   # subtitles from word times
   speechlm transcribe -m copied/step-2000 clip.wav --base decoder=/models/my-decoder   # a local base elsewhere
   ffmpeg -i talk.mp3 -f s16le -ac 1 -ar 16000 - | speechlm transcribe --live -m outputs/RUN/final -   # live
@@ -90,6 +91,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         "--task",
         default="transcribe",
         help="transcribe (default), translate (into the model's target language: English), or a task of the model's",
+    )
+    ap.add_argument(
+        "--prompt",
+        default=None,
+        help="context for the model, as OpenAI's prompt (earlier words, names, spellings): it follows the "
+        "instruction in the user turn; never changes the task or a pinned language",
     )
     inference.add_long_form_args(ap)
     inference.add_base_args(ap)
@@ -142,12 +149,13 @@ def _live(args) -> str:
     path = args.audio[0]
     if path != "-" and not Path(path).is_file():
         raise ConfigError(f"no such audio file: {path}")
+    task = _task(args)
     bases = inference.bases_from_args(args)
     inference.local_model(args.model)
     model = inference.load_model(args.model, bases)
     with open(path, "rb") if path != "-" else contextlib.nullcontext(sys.stdin.buffer) as source:
         try:
-            for event in inference.transcribe_live(model, source):
+            for event in inference.transcribe_live(model, source, asked=task.kwargs()):
                 _print_live(event, args.format)
         except ValueError as e:  # the PCM input is cut mid-sample
             raise ConfigError(f"{path}: {e}") from None
@@ -177,7 +185,7 @@ def _task(args) -> inference.Task:
             f"--format {args.format}: word times are for transcription; a {args.task} answer has segment times "
             "only (the server's verbose_json); use --format txt"
         )
-    return inference.Task(args.language, args.task)
+    return inference.Task(args.language, args.task, (args.prompt or "").strip() or None)
 
 
 def _report(path: str, error: Exception) -> str:

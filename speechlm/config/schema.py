@@ -51,6 +51,11 @@ class ModelConfig:
     # per clip, at most tokens_per_second x its seconds + new_tokens_margin new tokens (<= 0: always
     # max_new_tokens); English speech runs ~3-4 tokens per second, so 8 leaves twice that
     tokens_per_second: float = 8.0
+    # the same per spoken language (ISO 639-1 -> rate): a character language costs far more tokens a
+    # second in a byte-level BPE. Empty: measured from the training shards at the start of a run of a
+    # model that lists `languages` (speechlm.data.token_rates); a clip of a language not listed here,
+    # or of one the model detects, gets the largest rate
+    tokens_per_second_by_language: dict[str, float] = field(default_factory=dict)
     new_tokens_margin: int = 8
     # stop a clip whose last tokens repeat one n-gram (n <= loop_max_ngram) loop_min_repeats times,
     # keeping one copy (0: off)
@@ -195,6 +200,9 @@ class Config:
         m = self.model
         if not 0 <= m.language_dropout <= 1:
             raise ConfigError(f"model.language_dropout: a share in [0, 1], got {m.language_dropout}")
+        bad = {k: v for k, v in m.tokens_per_second_by_language.items() if not isinstance(v, (int, float)) or v <= 0}
+        if bad:
+            raise ConfigError(f"model.tokens_per_second_by_language: rates must be numbers > 0, got {bad}")
         for name, template in m.task_prompts.items():
             if not isinstance(template, str) or not template.strip():
                 raise ConfigError(f"model.task_prompts.{name}: a prompt template (text), got {template!r}")

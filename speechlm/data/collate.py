@@ -146,10 +146,11 @@ class Collator:
 
 class Clips:
     """A collator that hands the decoded clips over as they are, `{"clips": [{"id", "text", "audio"}]}`
-    plus `"words"` (true word times) where the shard carries them (eval and transcription take waves,
-    not token batches); weight-0 padding clips are left out."""
+    plus `"words"` (true word times) and the language and task labels (`language`, `task`, `target_text`,
+    `target_language`) where the shard carries them (eval and transcription take waves, not token
+    batches); weight-0 padding clips are left out."""
 
-    KEYS = ("id", "text", "audio", "words")
+    KEYS = ("id", "text", "audio", "words", "language", "task", "target_text", "target_language")
 
     def __call__(self, samples: list[dict]) -> dict:
         return {"clips": [{k: s[k] for k in self.KEYS if k in s} for s in samples if s.get("weight", 1.0) > 0]}

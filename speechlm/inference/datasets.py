@@ -12,6 +12,7 @@ from speechlm import shard
 from speechlm.config import REPO_ROOT, ConfigError, DataSet
 from speechlm.data import Clips, EvalLoader, remote
 from speechlm.data.catalog import read_manifest
+from speechlm.data.reader import TASK_KEYS
 from speechlm.data.remote import RemoteIO
 from speechlm.shard import Source, sources
 from speechlm.shard.sources.manifest import read_records
@@ -22,7 +23,8 @@ MANIFEST_SUFFIXES = (".jsonl", ".tsv", ".csv", ".txt")
 class ShardClips:
     """The clips of one split of a shard set (a folder or a URL), read by the training reader
     (speechlm.data: the same manifest catalog, streaming and retries) in manifest order, at most `n`.
-    Iterates (id, wave, text); clips the reader could not use are counted in `skipped`."""
+    Iterates (id, wave, text); clips the reader could not use are counted in `skipped`; the language and
+    task labels of the clips that carry them (speechlm.shard.languages) are in `labels` by clip id."""
 
     def __init__(self, path: str, split: str | None, n: int | None, batch_size: int = 8):
         io_ = RemoteIO()
@@ -39,10 +41,13 @@ class ShardClips:
 
     def __iter__(self) -> Iterator[tuple[str, object, str]]:
         self.words: dict[str, list] = {}  # clip id -> true word times, for sets that carry them (kind timed)
+        self.labels: dict[str, dict] = {}  # clip id -> its language, task, target text (issue 38)
         for batch in self.loader:
             for c in batch["clips"]:
                 if c.get("words"):
                     self.words[c["id"]] = c["words"]
+                if any(k in c for k in TASK_KEYS):
+                    self.labels[c["id"]] = {k: c[k] for k in TASK_KEYS if k in c}
                 yield c["id"], c["audio"], c["text"]
 
     @property

@@ -17,10 +17,11 @@ from speechlm import audio
 from speechlm.config import ConfigError
 from speechlm.config.augment import AugmentConfig, NoiseAugment, ReverbAugment, SpeedAugment
 from speechlm.data.augment import Augmenter, list_audio
+from speechlm.inference import by_language
 from speechlm.inference.datasets import dataset_clips
 from speechlm.inference.transcribe import MAX_SECONDS, load_clip, transcribe_timed, transcribe_waves
 from speechlm.model.longform.settings import DEFAULT_LONG_FORM, LongForm
-from speechlm.scoring import wer
+from speechlm.scoring import languages, wer
 from speechlm.scoring.boundaries import score_boundaries
 
 CHUNK_CLIPS = 512  # clips decoded and sorted by length at a time: bounded memory, little padding
@@ -85,10 +86,12 @@ def evaluate(
         skipped, audio_seconds = skipped + bad, audio_seconds + seconds
         if waves:
             run = (long_form, batch_size, stops, word_threshold, drop_unsupported)
-            rows += _transcribe_chunk(model, waves, keep, getattr(clips, "words", {}), *run)
+            rows += _transcribe_chunk(model, waves, keep, clips, *run)
     if not rows:
         raise ConfigError(f"dataset '{spec}' gave no clips to evaluate")
     result = {"dataset": name + suffix, **wer.score([r["reference"] for r in rows], [r["hypothesis"] for r in rows])}
+    if any("task" in r for r in rows):  # clips that state a language or task: scores per language and task
+        result["languages"] = languages.score_rows(languages.mark_answer_languages(rows))
     result["skipped"] = skipped + getattr(clips, "skipped", 0)
     # how often generation was stopped by the clip's token budget or by the loop rule, not by end-of-turn
     result.update(stops)
@@ -121,13 +124,31 @@ def _loaded(chunk, max_seconds: float | None, corrupt) -> tuple[list, list, int,
     return waves, keep, skipped, seconds
 
 
-def _transcribe_chunk(model, waves, keep, truth, long_form, batch_size, stops, threshold, drop) -> list[dict]:
-    """The rows of one chunk of decoded clips; with word times when the set has true ones or a threshold is set."""
-    if threshold is None and not truth:
-        hyps = transcribe_waves(model, waves, batch_size, long_form, stops)
-        return [{"id": c, "reference": r, "hypothesis": h} for (c, r), h in zip(keep, hyps)]
-    timed = transcribe_timed(model, waves, batch_size, long_form, stops)
-    return [timed_row(c, r, t, truth.get(c), threshold, drop) for (c, r), t in zip(keep, timed)]
+def _transcribe_chunk(model, waves, keep, clips, long_form, batch_size, stops, threshold, drop) -> list[dict]:
+    """The rows of one chunk of decoded clips; with word times when the set has true ones or a threshold is
+    set. Clips whose set states their language and task are asked them (speechlm.inference.by_language)
+    and scored against their task's answer; given none, the model's detected language is recorded too."""
+    truth, labels = getattr(clips, "words", {}), getattr(clips, "labels", {})
+    mine = [labels.get(c) for c, _ in keep]
+    asked = [by_language.asked(model, lab) for lab in mine]
+    timed = threshold is not None or bool(truth)
+    fn = transcribe_timed if timed else transcribe_waves
+    outs = by_language.run_by_task(lambda ws, t: fn(model, ws, batch_size, long_form, stops, task=t), waves, asked)
+    rows = []
+    for (c, ref), out, lab, task in zip(keep, outs, mine, asked):
+        ref = by_language.reference(lab, ref)
+        row = (
+            timed_row(c, ref, out, truth.get(c), threshold, drop)
+            if timed
+            else {"id": c, "reference": ref, "hypothesis": out}
+        )
+        rows.append({**row, **by_language.row_labels(lab, task)})
+    spoken = [i for i, r in enumerate(rows) if r.get("language") and r["task"] == "transcribe"]
+    found = by_language.detect_languages(model, [waves[i] for i in spoken], batch_size, long_form)
+    for i, lang in zip(spoken, found):
+        if lang is not None:
+            rows[i]["detected"] = lang
+    return rows
 
 
 def timed_row(cid, ref: str, timed: dict, truth, threshold: float | None, drop: bool) -> dict:

@@ -36,12 +36,28 @@ def pcm_pieces(source: BinaryIO, piece_seconds: float = PIECE_SECONDS) -> Iterat
         yield np.frombuffer(data, "<i2").astype(np.float32) / 32768.0
 
 
+class Asking:
+    """The model as a `Streamer` sees it (`transcribe`, `features`, `family`), every decode asked `asked`:
+    SpeechLM.transcribe's language, task and context (`speechlm.inference.Task.kwargs()`)."""
+
+    def __init__(self, model, asked: dict):
+        self.family, self.features = model.family, model.features
+        self._model, self._asked = model, dict(asked)
+
+    def transcribe(self, waves, **kwargs) -> list:
+        return self._model.transcribe(waves, **kwargs, **self._asked)
+
+
 def transcribe_live(
-    model, source: BinaryIO, settings: StreamSettings = DEFAULT_STREAM_SETTINGS, piece_seconds: float = PIECE_SECONDS
+    model,
+    source: BinaryIO,
+    settings: StreamSettings = DEFAULT_STREAM_SETTINGS,
+    piece_seconds: float = PIECE_SECONDS,
+    asked: dict | None = None,
 ) -> Iterator[StreamEvent]:
     """The events of a live stream of the PCM read from `source`, as they are committed; `finish()`'s
-    last (final=True) once the input ends."""
-    stream = Streamer(model, settings)
+    last (final=True) once the input ends. `asked`: what every decode is asked (`Task.kwargs()`)."""
+    stream = Streamer(Asking(model, asked) if asked else model, settings)
     for piece in pcm_pieces(source, piece_seconds):
         yield from stream.feed(piece)
     yield from stream.finish()

@@ -62,15 +62,20 @@ def batch_transcriber(
 
 @dataclass(frozen=True)
 class Task:
-    """What a route asks of every clip: its language (ISO 639-1; None: the model detects it) and its task
-    (transcribe, translate, or a task of the model's task_prompts)."""
+    """What a route asks of every clip: its language (ISO 639-1; None: the model detects it), its task
+    (transcribe, translate, or a task of the model's task_prompts) and the caller's context (OpenAI's
+    `prompt`, `--prompt`: text after the instruction in the user turn; None: none)."""
 
     language: str | None = None
     task: str = "transcribe"
+    context: str | None = None
 
     def kwargs(self) -> dict:
         """SpeechLM.transcribe's arguments; none for the default, so a model of any age takes them."""
-        return {} if self == Task() else {"language": self.language, "task": self.task}
+        if self == Task():
+            return {}
+        asked = {"language": self.language, "task": self.task}
+        return asked | {"context": self.context} if self.context else asked
 
 
 def transcribe_detected(

@@ -18,20 +18,27 @@ from transformers import StoppingCriteria
 
 
 def token_budget(
-    seconds: list[float], tokens_per_second: float, margin: int, ceiling: int, given: list[int] | None = None
+    seconds: list[float],
+    tokens_per_second: float | list[float],
+    margin: int,
+    ceiling: int,
+    given: list[int] | None = None,
 ) -> list[int]:
     """New tokens allowed per clip: rate x duration + margin, capped by `ceiling`; a rate <= 0 gives
-    every clip the ceiling (the fixed cap of old). `given`: per clip, the tokens of the answer a caller
+    the clip the ceiling (the fixed cap of old). `tokens_per_second`: one rate, or one per clip (its
+    language's, `model.tokens_per_second_by_language`). `given`: per clip, the tokens of the answer a caller
     already wrote (a prefix the model continues); they spend the budget as generated ones would, so an
     answer is bounded alike with or without a prefix (at least one new token: the model may still
     close the turn)."""
     given = [0] * len(seconds) if given is None else given
     if len(given) != len(seconds):
         raise ValueError(f"{len(given)} prefix lengths for {len(seconds)} clips")
-    if tokens_per_second <= 0:
-        whole = [ceiling] * len(seconds)
-    else:
-        whole = [min(ceiling, math.ceil(tokens_per_second * s) + margin) for s in seconds]
+    rates = (
+        list(tokens_per_second) if isinstance(tokens_per_second, (list, tuple)) else [tokens_per_second] * len(seconds)
+    )
+    if len(rates) != len(seconds):
+        raise ValueError(f"{len(rates)} rates for {len(seconds)} clips")
+    whole = [ceiling if r <= 0 else min(ceiling, math.ceil(r * s) + margin) for r, s in zip(rates, seconds)]
     return [max(1, w - g) for w, g in zip(whole, given)]
 
 

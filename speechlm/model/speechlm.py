@@ -18,7 +18,7 @@ from transformers import StoppingCriteriaList
 from speechlm import text
 from speechlm.audio_checks import SAMPLE_RATE
 
-from . import align, generation
+from . import align, generation, parameters
 from .loss import ChunkedCrossEntropy, TokenLoss
 from .projector import Projector, pooled_length
 
@@ -195,6 +195,7 @@ class SpeechLM(nn.Module):
         prefixes: list[str | list[int]] | None = None,
         language: str | None | list[str | None] = None,
         task: str | list[str] = "transcribe",
+        context: str | None | list[str | None] = None,
     ) -> list:
         """Texts for 16 kHz waves. With `details`, dicts that also say whether the token budget or the
         loop rule stopped each clip (speechlm.model.generation); with `timestamps`, dicts whose "words"
@@ -206,10 +207,9 @@ class SpeechLM(nn.Module):
         transcript) and the model goes on after them. The text returned is the whole answer, prefix
         included, and so are the "words" and "ids" (the answer's token ids, up to end-of-turn); "tokens"
         counts the new ones. The prefix spends the clip's token budget and takes part in the loop rule
-        (`generation.token_budget`, `generation.LoopStop`).
-
-        `language` and `task`, for all clips or per clip: see `_asked` and `_language_opened`."""
-        langs, given, instructions = self._asked(len(waves), prefixes, language, task)
+        (`generation.token_budget`, `generation.LoopStop`). `language`, `task` and `context` (OpenAI's
+        prompt), for all clips or per clip: see `_asked`."""
+        langs, given, instructions = self._asked(len(waves), prefixes, language, task, context)
         device = next(self.projector.parameters()).device
         feats, mask = self.features(waves)
         feats, mask = feats.to(device), mask.to(device)
@@ -222,7 +222,7 @@ class SpeechLM(nn.Module):
         try:
             with self._autocast(device):
                 projected = self.encode_audio(feats, mask)
-                how = (max_new_tokens, num_beams, eot)
+                how = (max_new_tokens, num_beams, eot, langs)
                 rows, stops = self._generate(waves, feats, mask, projected, how, given, instructions)
         finally:
             if switch:
@@ -259,20 +259,27 @@ class SpeechLM(nn.Module):
             out = [self._language_opened(o, lang) for o, lang in zip(out, langs or [None] * len(out))]
         return out
 
-    def _asked(self, n: int, prefixes, language, task) -> tuple[list, list, list]:
+    def _asked(self, n: int, prefixes, language, task, context=None) -> tuple[list, list, list]:
         """(per clip: its language, the answer tokens given (a pin's opening, a prefix), its instruction).
         `language` (ISO 639-1) and `task` (transcribe, translate, or a task of `task_prompts`), one for
         every clip or a list of one per clip: the prompt states them (speechlm.text.task_prompt). A model
         trained to open its answer with the language (`answer_language`) is pinned to a given one (the
         opening is written for it) and detects it otherwise; its dicts say "language" (detected or
-        pinned; None from a model that does not write it), and the opening is never part of the text."""
+        pinned; None from a model that does not write it), and the opening is never part of the text
+        (`_language_opened`). `context` (OpenAI's `prompt`: earlier words, names, spellings) follows the
+        instruction in the user turn (`text.context_text`, `text.task_prompt`)."""
         if prefixes is not None and len(prefixes) != n:
             raise ValueError(f"{len(prefixes)} prefixes for {n} clips")
         langs, tasks = self.per_clip(language, n, "language"), self.per_clip(task, n, "task")
         prefixes = prefixes if prefixes is not None else [[] for _ in range(n)]
         given = [self._prefix_ids(p, lang) for p, lang in zip(prefixes, langs)]
         templates = getattr(self.cfg, "task_prompts", None)
-        instructions = [text.task_prompt(self.cfg.prompt, t, lang, None, templates) for t, lang in zip(tasks, langs)]
+        contexts = [
+            text.context_text(self.tokenizer, c, self.cfg.audio_token) for c in self.per_clip(context, n, "context")
+        ]
+        instructions = [
+            text.task_prompt(self.cfg.prompt, t, lang, None, templates, c) for t, lang, c in zip(tasks, langs, contexts)
+        ]
         return langs, given, instructions
 
     @staticmethod
@@ -315,18 +322,28 @@ class SpeechLM(nn.Module):
             raise ValueError(f"a prefix holds ids {bad[:5]} that are not text tokens of the decoder ({size} rows)")
         return ids
 
+    def token_rates(self, langs: list) -> float | list[float]:
+        """The budget's tokens per second: `model.tokens_per_second`, or per clip its language's rate
+        (`tokens_per_second_by_language`); a language not there, or one not given (the model detects
+        it), gets the largest rate, so no language is cut short."""
+        table = getattr(self.cfg, "tokens_per_second_by_language", None) or {}
+        if not table:
+            return self.cfg.tokens_per_second
+        most = max([self.cfg.tokens_per_second, *table.values()])
+        return [table.get(lang, most) if lang else most for lang in langs]
+
     def _generate(self, waves, feats, mask, projected, how, given, instructions) -> tuple[list, list]:
         """(new token rows, the stopping rules that ran): greedy or beam generation (`how`: max new tokens,
-        beams, end-of-turn id) after each clip's prompt (its instruction) and the answer tokens `given`
-        for it (a prefix, often none)."""
-        max_new_tokens, num_beams, eot = how
+        beams, end-of-turn id, the clips' languages) after each clip's prompt (its instruction) and the
+        answer tokens `given` for it (a prefix, often none)."""
+        max_new_tokens, num_beams, eot, langs = how
         prompts = [
             text.prompt_ids(self.tokenizer, n, instruction, self.cfg.audio_token, self.cfg.system_prompt) + g
             for n, g, instruction in zip(projected[1].tolist(), given, instructions)
         ]
         budgets = generation.token_budget(
             [len(w) / SAMPLE_RATE for w in waves],
-            self.cfg.tokens_per_second,
+            self.token_rates(langs),
             self.cfg.new_tokens_margin,
             max_new_tokens or self.cfg.max_new_tokens,
             [len(g) for g in given],
@@ -377,56 +394,10 @@ class SpeechLM(nn.Module):
 
     # ------------------------------------------------------------------ optimizer and reporting
     def parameter_groups(self, tcfg) -> list[dict]:
-        """AdamW groups; no weight decay for biases, norms and embeddings."""
-        specs = {
-            "projector": (tcfg.learning_rate, tcfg.projector_weight_decay),
-            "decoder": (tcfg.decoder_learning_rate, tcfg.weight_decay),
-            "encoder": (tcfg.encoder_learning_rate, tcfg.weight_decay),
-        }
-        buckets: dict[str, list] = {}
-        for name, p in self.named_parameters():
-            if not p.requires_grad:
-                continue
-            part = name.split(".", 1)[0]
-            no_decay = p.ndim < 2 or "norm" in name or "embed" in name or name.endswith(".bias")
-            buckets.setdefault(part + ("_no_decay" if no_decay else ""), []).append(p)
-        groups = []
-        for key, params in buckets.items():
-            part = key.removesuffix("_no_decay")
-            lr, wd = specs[part]
-            groups.append({"name": key, "params": params, "lr": lr, "weight_decay": 0.0 if key != part else wd})
-        if not groups:
-            raise ValueError("nothing to train: every part is frozen (check training.freeze_* and use_lora)")
-        return groups
+        return parameters.groups(self, tcfg)
 
     def parameter_counts(self) -> dict[str, tuple[int, int]]:
-        """part -> (total, trainable); LoRA counted apart from the decoder it adapts."""
-        counts: dict[str, list[int]] = {k: [0, 0] for k in ("encoder", "projector", "decoder", "lora")}
-        for name, p in self.named_parameters():
-            part = "lora" if "lora_" in name else name.split(".", 1)[0]
-            counts[part][0] += p.numel()
-            counts[part][1] += p.numel() if p.requires_grad else 0
-        return {k: (v[0], v[1]) for k, v in counts.items()}
+        return parameters.counts(self)
 
     def parameter_table(self) -> str:
-        return format_table(self.parameter_counts(), self.dtypes())
-
-    def dtypes(self) -> dict[str, str]:
-        out = {}
-        for part, mod in (("encoder", self.encoder), ("projector", self.projector)):
-            out[part] = str(next(mod.parameters()).dtype).removeprefix("torch.")
-        out["decoder"] = str(self._base_lm().get_input_embeddings().weight.dtype).removeprefix("torch.")
-        lora = [p for n, p in self.named_parameters() if "lora_" in n]
-        out["lora"] = str(lora[0].dtype).removeprefix("torch.") if lora else "-"
-        return out
-
-
-def format_table(counts: dict, dtypes: dict | None = None) -> str:
-    dtypes = dtypes or {}
-    lines = [f"{'part':<10} {'total':>15} {'trainable':>15}  dtype"]
-    for part, (total, trainable) in counts.items():
-        lines.append(f"{part:<10} {total:>15,} {trainable:>15,}  {dtypes.get(part, '')}")
-    total = sum(v[0] for v in counts.values())
-    trainable = sum(v[1] for v in counts.values())
-    lines.append(f"{'total':<10} {total:>15,} {trainable:>15,}")
-    return "\n".join(lines)
+        return parameters.format_table(parameters.counts(self), parameters.dtypes(self))

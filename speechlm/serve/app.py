@@ -210,7 +210,9 @@ async def _transcribe(
     req, data = await _read(request, state, cfg, names, parse)
     if not engine.multilingual:
         req.language = None  # English, the only language of such a model: asked as no language is
-    req.task = Task(req.language, "translate") if translation else Task(req.language) if req.language else None
+    task = "translate" if translation else "transcribe"
+    asked = Task(req.language, task, (req.prompt or "").strip() or None)
+    req.task = asked if asked != Task() else None
     _door(state, batcher)
     if state.in_flight >= cfg.max_concurrent:
         raise _busy(cfg)

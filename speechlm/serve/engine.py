@@ -58,6 +58,8 @@ class Engine:
             if tasks is not None:
                 tasks = [t or Task() for t in tasks]
                 kwargs.update(language=[t.language for t in tasks], task=[t.task for t in tasks])
+                if any(t.context for t in tasks):
+                    kwargs["context"] = [t.context for t in tasks]
             outs = self.model.transcribe(segments, details=True, timestamps=words, **kwargs)
             return [{k: o[k] for k in ("text", "words", "language") if k in o} for o in outs] if tasks else outs
         if words:

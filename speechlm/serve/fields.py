@@ -6,9 +6,13 @@
 - `language` (transcriptions only): absent (the model detects it), or a language of the model's
   `languages` (ISO 639-1 `es`, `es-ES`, or its name `spanish`; a model that lists none serves English
   only): it is pinned, and the answer is in it, never a translation; another: 400 unsupported_language.
-- `prompt`: accepted and ignored. The model's instruction is fixed in training; OpenAI's prompt is a
-  spelling and style hint that clients also fill with the previous chunk's text, so refusing it would
-  break them for no gain.
+- `prompt` (both routes): context for the model, as OpenAI's is for Whisper (earlier words, names,
+  spellings; clients fill it with the previous chunk's text). A speech-LLM reads it as text: it follows
+  the task's instruction (and the pinned language) in the user turn of the decoder's chat template,
+  `...The speech is in Spanish.\nContext: <prompt>` (speechlm.text.task_prompt); only its last 224 tokens
+  count, as in OpenAI's API; the template's special tokens and the audio placeholder are taken out of
+  it. It never changes the task or the pinned language: the answer stays a transcript in that language.
+  A model not trained with context sees an instruction it never saw: leave `prompt` out for it.
 - `temperature`: absent or 0 (greedy decoding, what `SpeechLM.transcribe` does); anything else: 400.
 - `timestamp_granularities[]`: `segment` is accepted (segments are always in verbose_json, srt and
   vtt); `word` adds `words` ({"word", "start", "end"}; null times for a word the CTC head could not
@@ -40,6 +44,7 @@ class Fields:
     stream: bool = False  # stream=true: server-sent events (serve/live.py)
     language: str | None = None  # ISO 639-1, pinned; None: detected
     task: object = None  # the request's speechlm.inference.Task (set by the app); None: plain transcription
+    prompt: str | None = None  # OpenAI's prompt: context after the instruction (speechlm.text.task_prompt)
 
 
 def _value(form: FormData, name: str) -> str | None:
@@ -81,13 +86,10 @@ def _language(form: FormData, served: list[str]) -> str | None:
     lang = _value(form, "language")
     if lang is None:
         return None
-    names = {name: code for code, name in text.language_names().items()}
-    key = lang.strip().lower().replace("_", "-")
-    code = names.get(key, key.split("-")[0])
-    if code not in served:
-        msg = f"language '{lang}' is not supported: this model serves {', '.join(served)} (ISO 639-1 codes)"
-        raise APIError(400, msg, "unsupported_language", "language")
-    return code
+    try:
+        return text.language_code(lang, served)
+    except ValueError as e:
+        raise APIError(400, str(e), "unsupported_language", "language") from None
 
 
 def _check_temperature(form: FormData) -> None:
@@ -143,6 +145,7 @@ def parse(form: FormData, names: list[str], served: list[str] = ("en",), transla
     if translation and _value(form, "language") is not None:
         raise APIError(400, "a translation takes no language: the model detects it", "invalid_value", "language")
     fields.language = None if translation else _language(form, list(served))
+    fields.prompt = _value(form, "prompt")
     _check_temperature(form)
     fields.words = _granularities(form, fields.response_format)
     if translation and fields.words:

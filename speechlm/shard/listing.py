@@ -16,14 +16,13 @@ import re
 from pathlib import Path
 
 from speechlm.fsutil import atomic_write
-from speechlm.shard import languages, sources, truecase
+from speechlm.shard import languages, recasing, sources
 from speechlm.shard import normalize as N
 from speechlm.shard.schema import RowFilter, ShardRecipe
 
 log = logging.getLogger("speechlm.shard")
 UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # a dot would split the WebDataset key
 PLAN = "plan.json"
-TRUECASER = "truecaser.model"
 FILTERED = "filtered"  # a row filter's exclude/include said no
 OVER_CAP = "over_cap"  # beyond the source's max_clips for the split
 
@@ -97,7 +96,7 @@ def make(cfg: ShardRecipe, out: Path) -> dict:
             _cap(cfg, src, split, kept, per)
             units += _units(src, split, listed, kept)
             _log_listed(src, split, key, inputs[src.name][split], len(listed), sum(map(len, kept)), per)
-    tc_info, truecased = _truecase(cfg, units, out)
+    tc_info, truecased = recasing.recase(cfg, units, out)
     for u in units:
         u["chunks"] = _chunks(u, cfg.output.work_chunk)
         u["rows"] = sum(len(c["rows"]) for c in u["chunks"])  # what the task split balances
@@ -188,41 +187,6 @@ def _cap(cfg: ShardRecipe, src, split: str, kept: list[list], per: dict) -> None
         pos += len(rows)
         rows[:] = keep
     _count(per, OVER_CAP, total - cap)
-
-
-def _truecase(cfg: ShardRecipe, units: list[dict], out: Path):
-    """Re-case the labels of all-lowercase/all-uppercase sources in place; (manifest info, names)."""
-    if not cfg.normalize.truecase:
-        return None, []
-    labels = {s.name: [r[2] for u in units if u["source"] == s.name for r in u["rows"]] for s in cfg.sources}
-    targets = [
-        s.name for s in cfg.sources if s.truecase is True or (s.truecase is None and N.is_uncased(labels[s.name]))
-    ]
-    if not targets:
-        return None, []
-    model_path = out / TRUECASER
-    # cased labels only; test labels stay out of anything learned
-    trained_on = [s.name for s in cfg.sources if s.name not in targets]
-    text = [r[2] for u in units if u["source"] in trained_on and u["split"] != "test" for r in u["rows"] if r[2]]
-    if cfg.normalize.truecase_model:
-        tc, trained_on = truecase.load(cfg.normalize.truecase_model, model_path), []
-        model = str(cfg.normalize.truecase_model)
-    elif text:
-        tc = truecase.train(text, model_path)
-        model = "trained:" + ",".join(trained_on)
-    else:  # nothing cased in the recipe: the shipped English model
-        tc, trained_on, model = truecase.builtin(model_path), [], truecase.BUILTIN_NAME
-    for u in units:
-        if u["source"] in targets:
-            u["rows"] = [
-                [cid, oid, truecase.apply(tc, text) if text else text, *rest] for cid, oid, text, *rest in u["rows"]
-            ]
-    sha = truecase.file_sha256(model_path)
-    log.info("truecased %s with %s (sha256 %s)", ", ".join(targets), model, sha[:12])
-    info = {"file": TRUECASER, "sha256": sha, "trained_on": trained_on, "model": model, "applied_to": targets}
-    if model == truecase.BUILTIN_NAME:
-        info["about"] = truecase.BUILTIN_ABOUT
-    return info, targets
 
 
 def _chunks(unit: dict, size: int) -> list[dict]:

@@ -94,18 +94,28 @@ def _source_summary(
             "kind": s.kind,
             "weight": s.weight,
             "truecased": s.name in truecased,
-            # which model re-cased this source's labels, if any
-            "truecaser": (
-                {"model": truecaser["model"], "sha256": truecaser["sha256"]}
-                if truecaser and s.name in truecased
-                else None
-            ),
+            # which model re-cased this source's labels, if any (one per language: speechlm.shard.recasing)
+            "truecaser": _source_truecaser(truecaser, s.name) if s.name in truecased else None,
             "keep_empty": s.keep_empty,  # its empty labels are deliberate (non-speech examples)
             "input": inputs.get(s.name, {}),
             "kept": {sp: n for sp, n in kept.items() if sp in inputs.get(s.name, {})},
             "dropped": {sp: sum(r.values()) for sp, r in drops.get(s.name, {}).items()},
         }
     return sources
+
+
+def _source_truecaser(truecaser: dict | None, name: str) -> dict | list | None:
+    """{"model", "sha256"} of the model that re-cased source `name`; with a model per language, a list of
+    them with their "language"."""
+    if not truecaser:
+        return None
+    if "by_language" not in truecaser:
+        return {"model": truecaser["model"], "sha256": truecaser["sha256"]}
+    return [
+        {"language": lang, "model": i["model"], "sha256": i["sha256"]}
+        for lang, i in truecaser["by_language"].items()
+        if name in i["applied_to"]
+    ]
 
 
 def _duration_histogram(splits: dict) -> dict:

@@ -23,8 +23,8 @@ from tqdm import tqdm
 from speechlm.config import ConfigError
 from speechlm.fsutil import atomic_write
 from speechlm.shard import hfstream, listing, sources, writer
-from speechlm.shard.listing import TRUECASER
 from speechlm.shard.merge import DROP_REPORT, INPUTS, STAGE, TAR_NAME, merge
+from speechlm.shard.recasing import TRUECASER
 from speechlm.shard.schema import SHARD_RECIPES, ShardRecipe, fingerprint, load_recipe, recipe_dict
 
 log = logging.getLogger("speechlm.shard")
@@ -156,7 +156,8 @@ def _up_to_date(out: Path, fp: str, digests: dict, overwrite: bool, num_tasks: i
 
 
 def _clear(out: Path, tars: list[Path]) -> None:
-    for p in tars + [out / "manifest.json", out / TRUECASER, out / DROP_REPORT]:
+    per_language = sorted(out.glob("truecaser.*.model"))  # speechlm.shard.recasing
+    for p in tars + [out / "manifest.json", out / TRUECASER, out / DROP_REPORT, *per_language]:
         p.unlink(missing_ok=True)
     shutil.rmtree(out / STAGE, ignore_errors=True)
 

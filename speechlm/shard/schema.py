@@ -101,6 +101,9 @@ class NormalizeConfig:
     truecase: bool = True
     # a MosesTruecaser model file to use instead of training on the recipe's cased sources
     truecase_model: str | None = None
+    # per stated language, such a file (speechlm.shard.recasing: only a language with a truecaser is
+    # re-cased; English ships one, `truecase_model` serves labels that state no language)
+    truecase_models: dict[str, str] = field(default_factory=dict)
     # a source's split that drops more than this share of its rows (empty labels, missing or
     # undecodable audio, too short or long, duplicate ids; filters and max_clips aside) stops the
     # build with the reasons counted, before any manifest is written; so does a split with 0 clips
@@ -160,6 +163,11 @@ class ShardRecipe:
             raise ConfigError(f"output.work_chunk: must be >= 1, got {o.work_chunk}")
         if not 0 <= n.min_seconds < n.max_seconds:
             raise ConfigError(f"normalize: need 0 <= min_seconds < max_seconds, got {n.min_seconds}, {n.max_seconds}")
+        for lang in n.truecase_models:
+            try:
+                text.check_language(lang, f"normalize.truecase_models.{lang}")
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
         if not 0 <= n.max_drop_share <= 1:
             raise ConfigError(f"normalize.max_drop_share: must be in [0, 1], got {n.max_drop_share}")
         if self.workers < 0:
@@ -306,6 +314,8 @@ def fingerprint(recipe: ShardRecipe) -> str:
     d = recipe_dict(recipe)
     d.pop("workers")
     d["normalize"].pop("max_drop_share")  # decides whether a build passes, not its bytes
+    if not d["normalize"]["truecase_models"]:
+        d["normalize"].pop("truecase_models")  # new with issue 38: sets built before keep their fingerprint
     for s in d["sources"]:
         s.setdefault(_LEGACY_SECTION, _LEGACY_DEFAULTS)
         for k, default in LANGUAGE_KEYS.items():

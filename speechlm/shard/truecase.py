@@ -45,11 +45,11 @@ def train(labels: list[str], save_to: Path) -> MosesTruecaser:
     return MosesTruecaser(str(save_to))
 
 
-def load(model_file: str | Path, save_to: Path) -> MosesTruecaser:
+def load(model_file: str | Path, save_to: Path, key: str = "normalize.truecase_model") -> MosesTruecaser:
     """Use a given model file; a copy goes beside the shards so the build is self-describing."""
     src = Path(model_file).expanduser()
     if not src.is_file():
-        raise ConfigError(f"normalize.truecase_model: file not found: {model_file}")
+        raise ConfigError(f"{key}: file not found: {model_file}")
     save_to.parent.mkdir(parents=True, exist_ok=True)
     if src.resolve() != save_to.resolve():
         shutil.copyfile(src, save_to)

@@ -21,6 +21,7 @@ from transformers import set_seed
 
 from speechlm import config as config_mod
 from speechlm.config import Config, ConfigError, TrainingConfig
+from speechlm.data import token_rates
 from speechlm.data.augment import Augmenter
 from speechlm.model.build import build_model, make_loss, trainable_parts
 from speechlm.model.encoders import family_for
@@ -83,6 +84,7 @@ class Trainer:
         # after the CUDA probe of the auto batch, after the loaders (steps per epoch, total steps)
         run = self._resolve(resume)
         self.model = build_model(run.cfg, family=self.family)
+        token_rates.fill(self.model, run.cfg.data.train)  # a multilingual model's budget per language
         exact = None
         if self.init is not None and resume is None:  # a resumed run has its trained weights in the checkpoint
             exact = init_from.load_into(self.model, *self.init)

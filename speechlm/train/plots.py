@@ -1,5 +1,7 @@
 """Plots of a training run from its metrics.jsonl: `write_plots(RUN_DIR)` ->
-RUN_DIR/plots/{overview,loss,learning_rate,grad_norm,throughput}.png (`speechlm report RUN_DIR`).
+RUN_DIR/plots/{overview,loss,learning_rate,grad_norm,throughput}.png (`speechlm report RUN_DIR`), plus
+listening.png (WER per held-out part), languages.png and translation.png (scores per language and
+task) when the run logged them.
 
 One glance should tell whether the loss fell in the first few hundred steps.
 """
@@ -16,6 +18,13 @@ matplotlib.use("Agg")  # headless: pods, CI, Slurm nodes
 import matplotlib.pyplot as plt  # noqa: E402
 
 from speechlm.config import ConfigError  # noqa: E402
+from speechlm.model.folder.card_languages import is_language_key  # noqa: E402
+
+
+def _language_score(k: str) -> bool:
+    """A transcription or language-ID score per language (speechlm.scoring.languages), a fraction."""
+    return is_language_key(k, "eval/") and k.startswith(("eval/wer/", "eval/cer/", "eval/lid"))
+
 
 PANELS = {
     "loss": ("Loss", lambda k: k in ("train/loss", "eval/loss"), False),
@@ -23,7 +32,15 @@ PANELS = {
     # non-speech transcribed as empty (speechlm.scoring.by_part), beside the loss
     "listening": (
         "Held-out WER per part; non-speech said empty",
-        lambda k: k.startswith(("eval/wer", "eval/empty_share")),
+        lambda k: k.startswith(("eval/wer", "eval/empty_share")) and not is_language_key(k, "eval/"),
+        False,
+    ),
+    # clips that state their language and task (issue 38): WER / CER and language ID per language, and
+    # the translations' BLEU and chrF (0-100) per language pair
+    "languages": ("Held-out WER / CER per language; language ID", _language_score, False),
+    "translation": (
+        "Translation BLEU and chrF per language pair",
+        lambda k: k.startswith(("eval/bleu/", "eval/chrf/")),
         False,
     ),
     "learning_rate": ("Learning rate", lambda k: k.startswith("train/learning_rate"), False),
@@ -85,8 +102,11 @@ def write_plots(run_dir: str | Path) -> list[Path]:
     out = run_dir / "plots"
     out.mkdir(exist_ok=True)
     written = []
-    panels = {k: v for k, v in PANELS.items() if k != "listening" or any(v[1](s) for s in series)}
-    fig, axes = plt.subplots(2, 3 if len(panels) > 4 else 2, figsize=(15 if len(panels) > 4 else 11, 7))
+    optional = ("listening", "languages", "translation")  # drawn only when the run logged them
+    panels = {k: v for k, v in PANELS.items() if k not in optional or any(v[1](s) for s in series)}
+    cols = 3 if len(panels) > 4 else 2
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols if cols == 3 else 11, 3.5 * rows), squeeze=False)
     for ax in axes.flat[len(panels) :]:
         ax.axis("off")
     for ax, (name, (title, match, logy)) in zip(axes.flat, panels.items()):

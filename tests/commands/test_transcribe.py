@@ -162,3 +162,18 @@ def test_language_and_task_reach_the_model(tmp_path, model_dir, capsys):
     # the prompt states the language and the task: some of them change this twin's answer
     asked = [(lang, t) for lang in (None, "es", "de", "fr", "ja") for t in ("transcribe", "translate")]
     assert len({model.transcribe([clip], language=lang, task=t)[0] for lang, t in asked}) > 1
+
+
+def test_the_prompt_flag_is_context_the_model_reads(tmp_path, model_dir, capsys):
+    """`--prompt` is OpenAI's prompt: context after the instruction (SpeechLM.transcribe's `context`)."""
+    from speechlm.model import from_pretrained
+
+    path = _wav(tmp_path / "hola.wav", waves((16000,))[0])
+    model = from_pretrained(model_dir)
+    clip = sf.read(path, dtype="float32")[0]
+    answers = {}
+    for context in ("Anna Karenina", "uno dos tres"):
+        code, out, _ = _run(["-m", model_dir, path, "--prompt", context], capsys)
+        answers[context] = out.strip()
+        assert code == 0 and answers[context] == model.transcribe([clip], context=context)[0]
+    assert len({*answers.values(), model.transcribe([clip])[0]}) > 1  # the context reaches this twin's answers

@@ -117,3 +117,20 @@ def test_bad_live_input_and_flags_are_named(twin, tmp_path, monkeypatch, capsys)
     ]:
         code, err = _code(argv, capsys)
         assert code != 0 and said in err, (argv, err)
+
+
+def test_live_asks_every_decode_the_language_task_and_prompt(twin, monkeypatch, capsys):
+    """`--live --prompt` (and `--language`, `--task`) reach every decode of the stream: its text is the
+    library's Streamer's over the model asked the same (`inference.live.Asking`)."""
+    from speechlm.inference.live import Asking
+    from speechlm.model import from_pretrained
+    from speechlm.model.longform.streaming import stream_wave
+
+    _, folder = twin
+    wave, pcm = _pcm()
+    model = from_pretrained(folder)
+    asked = {"language": None, "task": "transcribe", "context": "uno dos tres"}
+    expected = list(stream_wave(Asking(model, asked), wave, piece_seconds=0.1))[-1].text
+    assert expected != list(stream_wave(model, wave, piece_seconds=0.1))[-1].text
+    _stdin(monkeypatch, pcm)
+    assert transcribe.main(["-m", folder, "--live", "-", "--prompt", "uno dos tres"]) == expected

@@ -273,3 +273,84 @@ def test_the_card_states_clip_counts_non_speech_parts_and_a_derived_licence(tmp_
     lic, line = licence({}, {"encoder": {"id": "tiny/whisper"}, "decoder": {"id": "b", "license": "mit"}})
     assert lic == "other" and "`tiny/whisper`: not recorded" in line
     assert licence({"license": "cc-by-4.0"}, same) == ("cc-by-4.0", None)
+
+
+def test_the_card_lists_its_languages_and_a_model_index_entry_per_language_and_task(tmp_path):
+    """Issue 38: `language:` lists the model's languages; the model-index has one result per language and
+    task (WER, CER, chrF of a translation pair, language ID), each with its clips; parts keep theirs."""
+    from speechlm.model.folder.card import eval_rows, language_rows
+
+    model = _trained_looking("tiny/whisper", "tiny/llama3")
+    model.cfg.languages = ["en", "es", "ja"]
+    scores = {"eval/wer/random": 0.5, "eval/clips/random": 4, "eval/wer/es": 0.25, "eval/cer/ja": 0.125}
+    scores.update({"eval/chrf/es-en": 41.5, "eval/lid": 0.75, "eval/clips/transcribe/es": 6})
+    scores.update({"eval/clips/transcribe/ja": 3, "eval/clips/translate/es-en": 5, "eval/other_language/es": 0})
+    info = {"training_eval": {"step": 5, "loss": 1.0, "sets": ["ml"], "scores": scores}}
+    card = (write_export(model, tmp_path / "hf", card=info) / "README.md").read_text()
+    assert "\nlanguage:\n  - en\n  - es\n  - ja\n" in card
+    assert [r["dataset"] for r in eval_rows(info)] == ["ml (random)"]  # a language is not a part
+    got = {(r["language"], r["task"], r["metric"]): (r["value"], r["clips"]) for r in language_rows(info)}
+    assert got == {
+        ("es", "transcribe", "wer"): (25.0, 6),
+        ("ja", "transcribe", "cer"): (12.5, 3),
+        ("es-en", "translate", "chrf"): (41.5, 5),
+        (None, "lid", "lid"): (75.0, None),
+    }
+    assert "      type: translation\n      name: Speech Translation\n    dataset:\n      name: ml (es-en)" in card
+    assert (
+        "      config: ja\n      args:\n        language: ja\n    metrics:\n    - type: cer\n      value: 12.50" in card
+    )
+    assert "    - type: accuracy\n      value: 75.00\n      name: language ID accuracy (all)" in card
+    assert "| ml | es | transcribe | WER | 25.00 | 6 |" in card
+    # an English-only model: `en`, and no entry per language
+    model.cfg.languages = []
+    plain = (write_export(model, tmp_path / "en", card={}) / "README.md").read_text()
+    assert "\nlanguage:\n  - en\n" in plain and "Per language and task" not in plain
+
+
+PIPELINE_LANGUAGES = """
+import json, sys
+from transformers import pipeline
+folder, paths = sys.argv[1], sys.argv[2:]
+asr = pipeline("automatic-speech-recognition", model=folder, trust_remote_code=True)
+asked = [{}, {"language": "es"}, {"language": "spanish", "task": "translate"}, {"language": "<|es|>"}]
+got = [[asr(p, generate_kwargs=kw)["text"] for p in paths] for kw in asked]
+got.append([r["text"] for r in asr(paths, generate_kwargs={"language": "es-ES", "task": "translate"})])
+refused = []
+for kw, extra in (({"language": "ja"}, {}), ({"num_beams": 2}, {}),
+                  ({"task": "translate"}, {"return_timestamps": "word"}), ({"task": "summarize"}, {})):
+    try:
+        asr(paths[0], generate_kwargs=kw, **extra)
+        refused.append(None)
+    except ValueError as e:
+        refused.append(str(e))
+print(json.dumps({"texts": got, "refused": refused}))
+"""
+
+
+@pytest.mark.slow
+def test_the_pipeline_takes_whispers_language_and_task_without_speechlm(tmp_path, nospeechlm_python):
+    """Issue 38: `generate_kwargs={"language": "es", "task": "translate"}` as Whisper's pipeline takes it
+    (codes, names, `<|es|>`), where speechlm can't be imported: the texts speechlm gives for that language
+    and task; a language the model does not list, another generate key, word times of a translation and
+    an unknown task are refused by name."""
+    from speechlm.inference import Task, transcribe_waves
+
+    model = _trained_looking("tiny/whisper", "tiny/qwen3", bf16=False)
+    model.cfg.languages, model.cfg.answer_language = ["en", "es"], True
+    paths, clips = [], waves((16000, 24000), seed=7)
+    for i, w in enumerate(clips):
+        sf.write(tmp_path / f"clip{i}.wav", w, 16000)
+        paths.append(str(tmp_path / f"clip{i}.wav"))
+    clips = [sf.read(p, dtype="float32")[0] for p in paths]
+    plain, pinned, translated = (
+        transcribe_waves(model, clips, task=t) for t in (None, Task("es"), Task("es", "translate"))
+    )
+    assert pinned != plain and translated != pinned  # the prompt each route asks shows in the texts
+    folder = write_export(model, tmp_path / "hf")
+    got = nospeechlm.run(nospeechlm_python, PIPELINE_LANGUAGES, str(folder), *paths, cwd=tmp_path)
+    assert got["texts"] == [plain, pinned, translated, pinned, translated]
+    other, beams, words, task = got["refused"]
+    assert "language 'ja' is not supported: this model serves en, es" in other
+    assert "generate_kwargs num_beams: not taken by this model" in beams
+    assert "return_timestamps='word' is for transcription" in words and "task 'summarize'" in task

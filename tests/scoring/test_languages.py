@@ -56,8 +56,8 @@ def test_scores_by_language_task_and_language_id():
     ]
     got = L.score_rows(rows)
     assert got["wer/es"] == pytest.approx(1 / 4) and got["cer/ja"] == 0.0
-    assert got["bleu/de"] == pytest.approx(100.0) and got["chrf/de"] == pytest.approx(100.0)
-    assert got["wer/unknown"] == 0.0 and got["clips/transcribe/es"] == 2 and got["clips/translate/de"] == 1
+    assert got["bleu/de-en"] == pytest.approx(100.0) and got["chrf/de-en"] == pytest.approx(100.0)
+    assert got["wer/unknown"] == 0.0 and got["clips/transcribe/es"] == 2 and got["clips/translate/de-en"] == 1
     assert got["lid/es"] == 0.5 and got["lid"] == pytest.approx(3 / 4)
     assert "lid" not in L.score_rows([{**r, "detected": None} for r in rows[:3]])
     pinned = [
@@ -66,3 +66,38 @@ def test_scores_by_language_task_and_language_id():
         {"pinned": "de", "detected": "de"},
     ]
     assert L.other_language_answers(pinned) == {"es": 1, "de": 0}
+
+
+def test_a_translation_names_its_pair_and_a_custom_task_its_own():
+    rows = [
+        {"language": "es", "task": "translate", "target_language": "fr", "reference": "le chien", "hypothesis": "le"},
+        {"language": "es", "task": "describe", "reference": "a dog barks", "hypothesis": "a dog barks"},
+    ]
+    got = L.score_rows(rows)
+    assert set(got) == {"bleu/es-fr", "chrf/es-fr", "clips/translate/es-fr", "bleu/describe/es", "chrf/describe/es"} | {
+        "clips/describe/es"
+    }
+    assert got["chrf/describe/es"] == pytest.approx(100.0)
+
+
+def test_a_pinned_answer_in_another_language_is_counted_by_its_words():
+    """The pin writes the opening ("[es] "), so the model's named language is always the pinned one: the
+    answer's words decide, against the word lists of the set's own references."""
+    rows = [
+        {"language": "es", "task": "transcribe", "reference": "el perro come pan", "hypothesis": "el perro come"},
+        {"language": "de", "task": "transcribe", "reference": "der Hund isst Brot", "hypothesis": "der Hund"},
+        {"language": "ja", "task": "transcribe", "reference": "いぬ が はしる", "hypothesis": "いぬ"},
+    ]
+    pinned = [{**r, "pinned": r["language"], "detected": r["language"]} for r in rows]
+    pinned[0]["hypothesis"] = "der Hund isst"  # es pinned, answered in German
+    pinned[1]["hypothesis"] = "いぬ が"  # de pinned, answered in Japanese
+    got = L.score_rows(L.mark_answer_languages(pinned))
+    assert [r["answer_language"] for r in pinned] == ["de", "ja", "ja"]
+    assert {k: v for k, v in got.items() if k.startswith("other_language/")} == {
+        "other_language/de": 1,
+        "other_language/es": 1,
+        "other_language/ja": 0,
+    }
+    vocab = L.vocabularies(rows)
+    assert L.answer_language("el", vocab, "es") == "es" and L.answer_language("xyz", vocab, "es") is None
+    assert L.answer_language("", vocab, "es") is None

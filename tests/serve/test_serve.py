@@ -38,7 +38,6 @@ def test_subtitles_and_verbose_json_carry_the_long_form_segments(server, clips, 
         response_format="verbose_json",
         timestamp_granularities=["segment"],
         language="en",
-        prompt="ignored: the model's instruction is fixed",
         temperature=0,
     )
     duration = sf.info(recording).duration

@@ -89,6 +89,9 @@ def server(case):
     env.pop("PYTHONPATH", None)
     cmd = [str(VLLM_PYTHON.parent / "vllm"), "serve", str(case["folder"]), "--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--served-model-name", "speechlm", "--max-model-len", "2048", "--enforce-eager"]
+    # the served default this repo documents (short requests first); one sequence at a time makes the
+    # order the engine takes requests in visible in their latencies (test_a_short_request_...)
+    cmd += ["--scheduling-policy", "priority", "--max-num-seqs", "1"]
     log = open(case["folder"].parent / "serve.log", "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -132,3 +135,46 @@ def test_vllm_serve_answers_the_openai_client_with_speechlms_text(case, server):
     for fmt, says in (("srt", "only support response_format"), ("vtt", "only support"), ("verbose_json", "verbose")):
         with open(case["paths"][0], "rb") as f, pytest.raises(BadRequestError, match=says):
             client.audio.transcriptions.create(model="speechlm", file=f, response_format=fmt)
+
+
+def _waiting(url: str) -> float:
+    """vLLM's gauge of the requests waiting for the engine (/metrics)."""
+    for line in urllib.request.urlopen(url + "/metrics", timeout=10).read().decode().splitlines():
+        if line.startswith("vllm:num_requests_waiting"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_short_request_is_not_stuck_behind_a_long_recording(case, server):
+    """The recording's ~13 windows enter the engine together; a clip sent while they wait is taken as soon
+    as the window running now is done (its priority 0 against their 1, 2, ...), not after all of them,
+    as vLLM's first-come-first-served order would. One sequence at a time (the fixture): the short
+    request's latency is about two windows', the recording's about thirteen."""
+    import threading
+
+    from openai import OpenAI
+
+    client = OpenAI(base_url=server + "/v1", api_key="unused", max_retries=0, timeout=300)
+    model = case["model"]
+    long, short = case["paths"][-1], case["paths"][0]
+    want_long, want_short = transcribe_waves(model, [sf.read(p, dtype="float32")[0] for p in (long, short)])
+
+    def send(path, box):
+        t = time.perf_counter()
+        with open(path, "rb") as f:
+            box["text"] = client.audio.transcriptions.create(model="speechlm", file=f).text
+        box["s"] = time.perf_counter() - t
+
+    long_box, short_box = {}, {}
+    worker = threading.Thread(target=send, args=(long, long_box))
+    worker.start()
+    deadline = time.time() + 120
+    while _waiting(server) < 2 and worker.is_alive() and time.time() < deadline:
+        time.sleep(0.01)
+    assert worker.is_alive(), "the recording finished before its windows were seen waiting"
+    send(short, short_box)
+    short_done_while_long_ran = worker.is_alive()
+    worker.join(300)
+    assert (long_box["text"], short_box["text"]) == (want_long, want_short)
+    assert short_done_while_long_ran
+    assert short_box["s"] < long_box["s"] / 3, (short_box, long_box)

@@ -2,8 +2,9 @@
 virtualenv (`make vllm`: .venv-vllm) to run vLLM in.
 
 vLLM's CPU attention takes head sizes of 32 and up (it refused tiny/llama3's 16: "Unsupported CPU
-attention configuration: head_dim=16"), so the decoder here is tiny/llama3 with heads of 64 and fresh
-random weights; its tokenizer (Llama 3's template: turns end with <|eot_id|>, not the EOS) is tiny/llama3's.
+attention configuration: head_dim=16"), so the decoder here is a tiny decoder twin (tiny/llama3 by
+default, tiny/qwen3) with heads of 64 and fresh random weights, and that twin's tokenizer (tiny/llama3's
+speaks Llama 3's template: turns end with <|eot_id|>, not the EOS; tiny/qwen3's ChatML).
 """
 
 from __future__ import annotations
@@ -26,26 +27,28 @@ def vllm_python() -> Path:
     return VLLM_PYTHON
 
 
-def vllm_decoder(out: Path) -> str:
-    """tiny/llama3 with 2 heads of 64 (1 KV head), random weights: a decoder vLLM's CPU attention runs."""
+def vllm_decoder(out: Path, twin: str = "llama3") -> str:
+    """tiny/TWIN with 2 heads of 64 (1 KV head), random weights: a decoder vLLM's CPU attention runs."""
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from speechlm.model import ids
 
-    src = ids.resolve("tiny/llama3")
-    cfg = LlamaConfig.from_pretrained(src)
+    src = ids.resolve(f"tiny/{twin}")
+    cfg = AutoConfig.from_pretrained(src)
     cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = 2, 1, 64
+    if hasattr(cfg, "linear_key_head_dim"):  # Qwen3.5's Gated DeltaNet: vLLM's CPU kernel takes 128 (the real size)
+        cfg.linear_key_head_dim = cfg.linear_value_head_dim = 128
     torch.manual_seed(0)
-    LlamaForCausalLM(cfg).save_pretrained(out)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(out)
     AutoTokenizer.from_pretrained(src).save_pretrained(out)
     return str(out)
 
 
-def tiny_folder(out: Path, **settings):
-    """(the SpeechLM speechlm transcribes with, its self-contained folder): the tiny Whisper twin, the
-    decoder above with a LoRA adapter, every trained part away from its init (model_helpers), and the
-    model settings `settings` (stop rules, pool stride) written into the folder.
+def tiny_folder(out: Path, encoder: str = "tiny/whisper", decoder: str = "llama3", **settings):
+    """(the SpeechLM speechlm transcribes with, its self-contained folder): the tiny `encoder` twin, the
+    decoder above (tiny/`decoder` reshaped) with a LoRA adapter, every trained part away from its init
+    (model_helpers), and the model settings `settings` (stop rules, pool stride) written into the folder.
 
     The rows of tokens that decode to part of a character are zeroed in the (tied) embeddings, so the
     random model writes whole characters: vLLM's detokenizer holds back an unfinished character at the
@@ -55,7 +58,7 @@ def tiny_folder(out: Path, **settings):
     from model_helpers import trained_looking
     from speechlm.model import from_pretrained, save_pretrained
 
-    live = trained_looking("tiny/whisper", vllm_decoder(out.parent / f"{out.name}-decoder"))
+    live = trained_looking(encoder, vllm_decoder(out.parent / f"{out.name}-decoder", decoder))
     tok = live.tokenizer
     head = live._base_lm().get_output_embeddings().weight
     partial = [i for i in range(head.shape[0]) if "\ufffd" in tok.decode([i])]

@@ -2,8 +2,9 @@
 
 Installed beside vLLM (`make vllm`: .venv-vllm), it is found through entry points:
 - `vllm.general_plugins` -> `register()`: the folder's config class for `model_type: speechlm`, the
-  model class for its architecture `SpeechLMForASR` (model.py), and the long-form cut for vLLM's
-  transcription endpoint (server.py);
+  model classes for its architecture `SpeechLMForASR` (`SpeechLMHybridForASR` for a hybrid decoder,
+  Qwen3.5: config.py, model.py) with the decoder architecture's own config hook, and the long-form
+  cut for vLLM's transcription endpoint (server.py);
 - `vllm.logits_processors` -> `SpeechLMStops` (logits.py): speechlm's token budget and loop rule.
 
 It imports nothing of speechlm: what it shares with speechlm comes from the folder's own files
@@ -12,7 +13,7 @@ It imports nothing of speechlm: what it shares with speechlm comes from the fold
 
 from __future__ import annotations
 
-ARCHITECTURE = "SpeechLMForASR"
+MODEL_CLASSES = {"SpeechLMForASR": "SpeechLMForVLLM", "SpeechLMHybridForASR": "SpeechLMHybridForVLLM"}
 
 
 def register() -> None:
@@ -20,11 +21,13 @@ def register() -> None:
     from transformers import AutoConfig
     from vllm import ModelRegistry
 
-    from .config import SpeechLMVllmConfig
+    from .config import DecoderConfigHook, SpeechLMVllmConfig
 
     AutoConfig.register("speechlm", SpeechLMVllmConfig, exist_ok=True)
-    if ARCHITECTURE not in ModelRegistry.get_supported_archs():
-        ModelRegistry.register_model(ARCHITECTURE, "speechlm_vllm.model:SpeechLMForVLLM")
+    for arch, cls in MODEL_CLASSES.items():
+        if arch not in ModelRegistry.get_supported_archs():
+            ModelRegistry.register_model(arch, f"speechlm_vllm.model:{cls}")
+    DecoderConfigHook.install(MODEL_CLASSES)
     from . import server
 
     server.install()

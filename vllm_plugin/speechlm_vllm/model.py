@@ -19,11 +19,12 @@ from torch import nn
 from vllm.config import VllmConfig
 from vllm.config.speech_to_text import SpeechToTextConfig
 from vllm.inputs import TokensPrompt
-from vllm.model_executor.models.interfaces import SupportsMultiModal, SupportsTranscription
+from vllm.model_executor.models.interfaces import IsHybrid, SupportsMultiModal, SupportsTranscription
 from vllm.model_executor.models.utils import init_vllm_registered_model, maybe_prefix
 from vllm.multimodal import MULTIMODAL_REGISTRY
 
 from . import stops
+from .config import decoder_architecture
 from .folder import SAMPLE_RATE, load
 from .processing import SpeechLMDummyInputs, SpeechLMProcessingInfo, SpeechLMProcessor
 from .weights import decoder_weights
@@ -82,6 +83,29 @@ class AudioTower(nn.Module):
         return [proj[i, :n] for i, n in enumerate(lengths)]
 
 
+def _check_decoder_imports(folder, text_config) -> None:
+    """vLLM's class for the decoder, imported here so that a failure names its cause (vLLM reports only
+    that the architecture "failed to be inspected")."""
+    from vllm import ModelRegistry
+
+    arch = decoder_architecture(text_config)
+    entry = ModelRegistry.models.get(arch)
+    if entry is None:
+        raise ValueError(f"{folder.path}: vLLM has no model class for the decoder's architecture {arch}")
+    try:
+        entry.load_model_cls()
+    except ImportError as e:
+        hint = ""
+        if getattr(e, "name", "") == "torchvision":
+            # vllm/model_executor/models/qwen3_5.py imports qwen3_vl.py, which imports transformers'
+            # Qwen2-VL image processor, which imports torchvision at module level (Makefile, `vllm`)
+            hint = (
+                "; vLLM's Qwen3.5 code imports torchvision (through its Qwen3-VL module) even for text: "
+                "install the torchvision build made for this torch (CPU: the PyTorch CPU index's +cpu build)"
+            )
+        raise ImportError(f"{folder.path}: vLLM's class for the decoder ({arch}) does not import: {e}{hint}") from e
+
+
 def _clips(kwargs) -> tuple[list[torch.Tensor], list[int]] | None:
     feats, samples = kwargs.get("input_features"), kwargs.get("audio_samples")
     if feats is None:
@@ -110,6 +134,7 @@ class SpeechLMForVLLM(nn.Module, SupportsMultiModal, SupportsTranscription):
         self.configure_mm_token_handling(config.text_config.vocab_size, [self.folder.audio_token_id])
         with self._mark_tower_model(vllm_config, "audio"):
             self.audio = AudioTower(self.folder, config.text_config.hidden_size)
+        _check_decoder_imports(self.folder, config.text_config)
         with self._mark_language_model(vllm_config):
             self.language_model = init_vllm_registered_model(
                 vllm_config=vllm_config, hf_config=config.text_config, prefix=maybe_prefix(prefix, "language_model")
@@ -185,3 +210,31 @@ class SpeechLMForVLLM(nn.Module, SupportsMultiModal, SupportsTranscription):
         """The ranges of one recording that speechlm transcribes (server.py hands them to the engine)."""
         folder = load(model_config.model)
         return [wave[s:e] for s, e in folder.spans(wave, folder.long_form())]
+
+
+class SpeechLMHybridForVLLM(SpeechLMForVLLM, IsHybrid):
+    """The model with a hybrid decoder (attention and state-space layers: Qwen3.5's Gated DeltaNet).
+    vLLM sizes and copies the state caches through these methods; each is the decoder class's own."""
+
+    @classmethod
+    def _decoder_cls(cls, vllm_config: VllmConfig):
+        from vllm.model_executor.models import ModelRegistry
+
+        model_config = vllm_config.model_config
+        arch = decoder_architecture(model_config.hf_config.text_config)
+        return ModelRegistry.resolve_model_cls(arch, model_config=model_config)[0]
+
+    @classmethod
+    def get_mamba_state_shape_from_config(cls, vllm_config: VllmConfig):
+        return cls._decoder_cls(vllm_config).get_mamba_state_shape_from_config(vllm_config)
+
+    @classmethod
+    def get_mamba_state_dtype_from_config(cls, vllm_config: VllmConfig):
+        return cls._decoder_cls(vllm_config).get_mamba_state_dtype_from_config(vllm_config)
+
+    @classmethod
+    def get_mamba_state_copy_func(cls):
+        raise NotImplementedError("the copy functions are the decoder's: get_mamba_state_copy_funcs")
+
+    def get_mamba_state_copy_funcs(self, mamba_types):
+        return self.language_model.get_mamba_state_copy_funcs(mamba_types)

@@ -26,9 +26,9 @@ EXTRA_KEY = "speechlm_budget"
 def budget(folder: Folder, num_samples: int) -> int:
     """speechlm's budget of new tokens for a clip of `num_samples` (speechlm_generation.token_budget)."""
     s = folder.settings
-    return folder.generation.token_budget(
-        [num_samples / SAMPLE_RATE], s.tokens_per_second, s.new_tokens_margin, s.max_new_tokens
-    )[0]
+    # the language is not asked here: the largest rate, as speechlm gives a clip whose language it detects
+    rate = max([s.tokens_per_second, *(getattr(s, "tokens_per_second_by_language", None) or {}).values()])
+    return folder.generation.token_budget([num_samples / SAMPLE_RATE], rate, s.new_tokens_margin, s.max_new_tokens)[0]
 
 
 def longest_clip(folder: Folder, n_audio: int) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from speechlm.model.folder import card_languages as by_language
+
 USAGE = """\
 ```python
 from transformers import AutoModel, pipeline
@@ -45,6 +47,8 @@ def eval_rows(info: dict) -> list[dict]:
     scores = last.get("scores") or {}
     sets = ", ".join(last.get("sets") or []) or "eval"
     for key, value in sorted(scores.items()):
+        if by_language.is_language_key(key, "eval/"):
+            continue  # a language's score, not a part's: language_rows
         metric = next((m for m in METRICS if key == f"eval/{m}" or key.startswith(f"eval/{m}/")), None)
         if metric is None:
             continue
@@ -55,6 +59,17 @@ def eval_rows(info: dict) -> list[dict]:
             {"dataset": name, "clips": None if clips is None else int(clips), "metric": metric, "value": 100 * value}
         )
     return rows
+
+
+def language_rows(info: dict) -> list[dict]:
+    """The scores per language and task (speechlm.model.folder.card_languages) of the `speechlm eval`
+    results given in `eval`, then of the run's last in-training eval."""
+    rows = [
+        row for r in info.get("eval") or [] for row in by_language.language_rows(r.get("languages") or {}, r["dataset"])
+    ]
+    last = info.get("training_eval") or {}
+    sets = ", ".join(last.get("sets") or []) or "eval"
+    return rows + by_language.language_rows(last.get("scores") or {}, sets, "eval/")
 
 
 def licence(info: dict, bases: dict) -> tuple[str, str | None]:
@@ -73,8 +88,8 @@ def licence(info: dict, bases: dict) -> tuple[str, str | None]:
     return "other", f"Licence: bound by its bases' licences, {said}."
 
 
-def _model_index(name: str, rows: list[dict]) -> list[str]:
-    if not rows:
+def _model_index(name: str, rows: list[dict], per_language: list[dict] = ()) -> list[str]:
+    if not rows and not per_language:
         return []
     out = ["model-index:", f"- name: {name}", "  results:"]
     for r in rows:
@@ -90,6 +105,8 @@ def _model_index(name: str, rows: list[dict]) -> list[str]:
             f"      value: {r['value']:.2f}",
             f"      name: {METRICS[r['metric']]}" + (f" ({r['clips']} clips)" if r["clips"] is not None else ""),
         ]
+    for r in per_language:
+        out += by_language.index_entry(r)
     return out
 
 
@@ -101,7 +118,8 @@ def render(model, info: dict, merged: bool = False) -> str:
     bases = info.get("bases") or {"encoder": {"id": cfg.audio_model_id}, "decoder": {"id": cfg.text_model_id}}
     encoder, decoder = base_name(bases["encoder"]), base_name(bases["decoder"])
     name = info.get("name") or "speechlm model"
-    rows = eval_rows(info)
+    rows, per_language = eval_rows(info), language_rows(info)
+    spoken = by_language.languages(list(getattr(cfg, "languages", None) or []), per_language)
     license_id, license_line = licence(info, bases)
     adapter = (
         "with LoRA merged into its weights"
@@ -109,7 +127,7 @@ def render(model, info: dict, merged: bool = False) -> str:
         else f"with a LoRA adapter (r{cfg.lora_rank}, alpha {cfg.lora_alpha})"
     )
     lines = [
-        *_front_matter(license_id, name, [encoder, decoder], rows),
+        *_front_matter(license_id, name, [encoder, decoder], rows, per_language, spoken),
         f"# {name}",
         "",
         f"A speech-LLM for transcription, trained with speechlm: a frozen `{encoder}` encoder ({model.family.name}) "
@@ -119,21 +137,24 @@ def render(model, info: dict, merged: bool = False) -> str:
         *_recipe_section(cfg, info),
         *_data_section(info),
         *_eval_section(info, rows),
+        *by_language.table(per_language),
         *_use_section(model, info, merged),
     ]
     return "\n".join(lines) + "\n"
 
 
-def _front_matter(license_id: str, name: str, bases: list[str], rows: list[dict]) -> list[str]:
-    """The Hub's YAML metadata block (license, tags, base models, model-index) and the blank line after it."""
+def _front_matter(license_id: str, name: str, bases: list[str], rows, per_language, spoken) -> list[str]:
+    """The Hub's YAML metadata block (license, languages, tags, base models, model-index: one result per
+    eval set or part, then one per language and task) and the blank line after it."""
     return [
         "---",
         "library_name: transformers",
         "pipeline_tag: automatic-speech-recognition",
         f"license: {license_id}",
+        "language:" + _yaml_list(spoken),
         "tags:" + _yaml_list(["speechlm", "speech-llm", "asr"]),
         "base_model:" + _yaml_list(bases),
-        *_model_index(name, rows),
+        *_model_index(name, rows, per_language),
         "---",
         "",
     ]

@@ -53,7 +53,7 @@ CORE_AFTER_FAMILIES = [
 ]
 # methods an exported model never runs: training (the export passes its own TokenLoss: no loss kernels
 # travel) and each family's tiny-twin builder of the test suite
-DROP_METHODS = {"SpeechLM": {"forward", "parameter_groups", "parameter_table", "dtypes"}}
+DROP_METHODS = {"SpeechLM": {"forward", "parameter_groups", "parameter_counts", "parameter_table"}}
 DROP_FAMILY_METHODS = {"build_tiny"}
 # file in the export -> the speechlm module it is a copy of; a relative import between two of them is
 # renamed to the sibling's file (`sibling_imports`), any other relative import refused

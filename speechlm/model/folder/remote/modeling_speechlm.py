@@ -32,6 +32,7 @@ from .speechlm_longform import DEFAULT_LONG_FORM, LongForm
 from .speechlm_stitch import timed_clip
 from .speechlm_stream_settings import DEFAULT_STREAM_SETTINGS, StreamSettings
 from .speechlm_streaming import Streamer
+from .speechlm_text import language_code
 
 
 def _local_folder(name_or_path, revision=None, **hub) -> Path:
@@ -119,6 +120,8 @@ class SpeechLMForASR(PreTrainedModel):
         max_new_tokens: int | None = None,
         timestamps: bool = False,
         long_form: LongForm = DEFAULT_LONG_FORM,
+        language: str | None = None,
+        task: str = "transcribe",
         **settings,
     ) -> list:
         """16 kHz mono float clips of any length -> transcripts, exactly as `speechlm transcribe` does
@@ -128,16 +131,33 @@ class SpeechLMForASR(PreTrainedModel):
         "words"}: each word's start and end in seconds of the recording and its confidence, from the
         model's own CTC head (speechlm_align.py). A clip with no samples or non-finite ones is refused
         (`AudioError`, a ValueError naming it: `clip 3: ...`); one shorter than the encoder's smallest
-        input is padded with silence (speechlm_audio_checks.py)."""
+        input is padded with silence (speechlm_audio_checks.py).
+
+        `language` (of every clip; `es`, `es-ES`, `spanish` or `<|es|>`, one the model lists) is pinned: the
+        prompt states it and the answer is in it, never a translation; None: the model detects it. `task`:
+        transcribe, translate (into English), or a task of the model's `task_prompts`. A model that lists
+        no languages is English only: English is asked of it as no language is, another is refused."""
         lf = replace(long_form, **settings).capped(self.model.family.max_seconds)
         waves = check_clips(waves)  # a bad clip (no samples, NaN, not mono) named before any is transcribed
         min_samples = self.model.features.min_samples
+        asked = self._asked(language, task)
         if not timestamps:
-            run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens)  # noqa: E731
+            run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens, **asked)  # noqa: E731
             return transcribe_long(run, waves, lf, batch_size, min_samples)
-        run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens, timestamps=True)  # noqa: E731
+        run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens, timestamps=True, **asked)  # noqa: E731
         spans, outs = transcribe_windows(run, waves, lf, batch_size, min_samples)
         return [timed_clip(sp, out, lf.strategy, w) for sp, out, w in zip(spans, outs, waves)]
+
+    def _asked(self, language, task: str) -> dict:
+        """SpeechLM.transcribe's `language` and `task` for a call's (as `speechlm transcribe` and the server
+        ask them); none for plain transcription, so the prompt is the one the model was trained on."""
+        if language is not None and not isinstance(language, str):
+            raise ValueError(f"language must be one language for every clip (a string), got {language!r}")
+        served = list(getattr(self.model.cfg, "languages", None) or [])
+        code = None if language is None else language_code(language, served or ["en"])
+        if not served:
+            code = None  # an English-only model was trained on prompts that state no language
+        return {} if code is None and task == "transcribe" else {"language": code, "task": task}
 
     def stream(self, settings: StreamSettings = DEFAULT_STREAM_SETTINGS, **fields) -> Streamer:
         """A live stream on this model, speechlm's own (`speechlm transcribe --live` and the server run

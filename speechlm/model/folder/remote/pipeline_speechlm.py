@@ -5,6 +5,13 @@
     asr([clip1, clip2, ...], batch_size=16)   # all windows of all clips transcribed as one sorted job
     asr("talk.flac", return_timestamps="word")["chunks"]  # [{"text", "timestamp": (start_s, end_s)}, ...]
     asr("talk.flac", return_timestamps=True)["chunks"]    # the same for the long-form cut's segments
+    asr("hola.flac", generate_kwargs={"language": "es"})  # pinned: answered in Spanish, never translated
+    asr("hola.flac", generate_kwargs={"language": "spanish", "task": "translate"})  # into English
+
+`generate_kwargs` takes what Whisper's pipeline takes for these: `language` (ISO 639-1 `es`, `es-ES`, its
+English name or Whisper's `<|es|>`; one the model lists; none: the model detects it), `task` (transcribe,
+translate, or a task of the model's own) and `max_new_tokens`; any other key is refused by name (this
+model decodes greedily, with its own stopping rules).
 
 Audio of any length: cut at its pauses into segments of speech, silence left out, none longer than
 the window (speechlm_longform.py, the module `speechlm transcribe` uses, with its defaults; the keywords
@@ -28,6 +35,19 @@ from .speechlm_longform import LongForm
 
 # keywords passed on to SpeechLMForASR.transcribe (the long-form cut and the token budget)
 FORWARD_KEYS = ("max_new_tokens", *(f.name for f in fields(LongForm)))
+# Whisper's pipeline's generate_kwargs this model takes (SpeechLMForASR.transcribe's language and task)
+GENERATE_KEYS = ("language", "task", "max_new_tokens")
+
+
+def _generate_kwargs(generate_kwargs: dict | None) -> dict:
+    """`generate_kwargs`' language, task and max_new_tokens; ValueError naming any other key."""
+    given = dict(generate_kwargs or {})
+    other = sorted(set(given) - set(GENERATE_KEYS))
+    if other:
+        raise ValueError(
+            f"generate_kwargs {', '.join(other)}: not taken by this model (it takes {', '.join(GENERATE_KEYS)})"
+        )
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _to_16k(wave, sr: int, name: str) -> np.ndarray:
@@ -77,11 +97,14 @@ class SpeechLMASRPipeline(Pipeline):
     _load_image_processor = False
     _load_processor = False
 
-    def _sanitize_parameters(self, return_timestamps=None, **kwargs):
+    def _sanitize_parameters(self, return_timestamps=None, generate_kwargs=None, **kwargs):
         # transformers' convention: "word" -> word chunks, True -> segment chunks, each {"text", "timestamp"}
         if return_timestamps not in (None, False, True, "word"):
             raise ValueError(f"return_timestamps must be True, 'word' or None, got {return_timestamps!r}")
         forward = {k: kwargs[k] for k in FORWARD_KEYS if kwargs.get(k) is not None}
+        forward.update(_generate_kwargs(generate_kwargs))
+        if return_timestamps == "word" and forward.get("task", "transcribe") != "transcribe":
+            raise ValueError(f"return_timestamps='word' is for transcription; a {forward['task']} has segment times")
         if return_timestamps:
             forward["timestamps"] = True
         return {}, forward, {"return_timestamps": return_timestamps}
