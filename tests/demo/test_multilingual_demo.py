@@ -13,6 +13,7 @@ none given; translation scores above the reference; non-speech is answered with 
 Pinning is not asserted here: at this size the model answers most es and fr clips pinned to their
 language with English sentences (38 of 100 pinned answers in another language in the measured run,
 against the reference's 32); the full demo, with 270 LM steps, gives 4 of 300 (docs/benchmarks.md).
+The fast test at the end runs the same command on the tiny twins for a few steps (its stages and report).
 """
 
 import json
@@ -134,3 +135,33 @@ def _summary(fig: dict) -> list[str]:
     from speechlm.demo import multilingual_report
 
     return multilingual_report.summary_lines(fig)
+
+
+def test_short_multilingual_demo_writes_its_report(tmp_path):
+    """The command's every stage on the tiny twins in seconds (two languages, a few steps): the report's
+    figures for each language and task, and the run's files."""
+    recipe = yaml.safe_load(_small_recipe(tmp_path).read_text())
+    for source in recipe["sources"]:
+        settings = source.get("multilingual") or source["synthetic"]
+        settings.update(train=8, eval=2, test=6 if "multilingual" in source else 2)
+        if "multilingual" in source:
+            settings.update(unseen_test=1, random_test=1, translate_test=0 if settings["language"] == "en" else 1)
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    from speechlm.commands import demo
+
+    tiny = ["model.audio_model_id=tiny/whisper", "model.text_model_id=tiny/llama3", "model.projector_hidden_dim=64"]
+    tiny += ["model.lora_rank=4", "model.lora_alpha=8", "model.max_new_tokens=8"]
+    steps = ["training.max_steps=4", "training.ctc_warmup_steps=2", "training.eval_steps=2", "training.save_steps=2"]
+    steps += ["training.warmup_steps=1", "training.eval_transcribe_clips=4"]
+    args = ["--languages", "es,en", "--shards", str(path), "--out", str(tmp_path / "out"), "--name", "short"]
+    out = demo.main([*args, *tiny, *steps])
+    fig = out["figures"]
+    assert out["languages"] == ["en", "es"] and set(fig["languages"]) == {"en", "es"}
+    for lang, v in fig["languages"].items():
+        assert {"seen", "unseen", "random"} <= set(v) and v["pinned_clips"] == 6, (lang, v)
+    assert set(fig["translate"]) == {"es"} and fig["translate"]["es"]["clips"] == 1
+    assert 0.0 <= fig["nonspeech_empty_share"] <= 1.0 and "lid" in fig
+    report = json.loads((Path(out["run_dir"]) / "multilingual_report.json").read_text())
+    assert len(report["rows"]) == 2 * 6 + 2 and report["figures"]["languages"] == fig["languages"]
+    assert len(out["eval_loss"]) == 2 and Path(out["plots"][0]).is_file()
