@@ -144,8 +144,7 @@ def test_a_section_needs_its_settings_class():
 
 # The shipped recipes' fingerprints before source kinds brought their own sections (every source then
 # hashed the demo's synthetic defaults): unchanged, so the sets built from them need no rebuild.
-# (multilingual_demo changed since: its translate_share, for the multilingual demo's translation, and
-# 800 non-speech clips instead of 300)
+# (multilingual_demo changed since: its translate_share, for the multilingual demo's translation)
 FINGERPRINTS = {
     "demo": "37135f04837c840ef1e338ddde0e2f6daa4290662bf0b487b28b0fea87da58a4",
     "librispeech": "f944b6f957db8058e5d468a454297eaedb61128e20f128ab0612f17cdd2b2295",
@@ -153,7 +152,7 @@ FINGERPRINTS = {
     "loquacious_small": "53259089ae8c9f38c35c77c4f7d4362dd15406f62760790239e6f7393613e315",
     "multiasr": "34878f93211e089d324c1c7ff6e30c1c70eb6c7de668e8d5352d39b3d8a5ffa2",
     "multilingual": "ecec13077e0d9590656e523cf40a79bd9e82bb07b672c7d66d45efc5dd3c5f35",
-    "multilingual_demo": "41cbfc082d4cab2ce12483a8af67d544df549a593fb8d8f0d7b594438dd81af0",
+    "multilingual_demo": "d60f0eb23dd8637a947e240c8e7d2fdfb273d7a4870898bc399cf968fc70b579",
     "synthetic": "823b70e698db0c860172d3a9ad989c9517586e6f81073abf859b57343ae46f47",
     "timed": "c08942181c7d17374c598bcd83ad8874c0b5f7a95dabe302108e529300e07257",
 }
