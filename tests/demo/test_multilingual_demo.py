@@ -12,7 +12,7 @@ none given; translation scores above the reference; non-speech is answered with 
 
 Pinning is not asserted here: at this size the model answers most es and fr clips pinned to their
 language with English sentences (38 of 100 pinned answers in another language in the measured run,
-against the reference's 32); the full demo, with 270 LM steps, gives 4 of 300 (docs/benchmarks.md).
+against the reference's 32); the full demo (800 CTC + 130 LM steps) gives 4 of 300 (docs/benchmarks.md).
 The fast test at the end runs the same command on the tiny twins for a few steps (its stages and report).
 """
 
@@ -30,7 +30,7 @@ from paths import REPO
 LANGUAGES = ("en", "es", "de", "fr", "ja")
 # the small corpus per language: training clips, and test clips per held-out part (the rest is `seen`)
 TRAIN_CLIPS, TEST_CLIPS, PART_CLIPS = 300, 20, 5
-# steps: the CTC warm start, then the LM phase (the full demo: 250 + 270)
+# steps: the CTC warm start, then the LM phase (the full demo: 800 + 130)
 CTC_STEPS, LM_STEPS = 100, 120
 # the measured run of these settings (2026-12-05, the shared 2-core machine; 847 s for the demo, 933 s
 # with the reference): eval loss 5.65 -> 3.05 (0.54x); mean pinned error per language 95-107% against
