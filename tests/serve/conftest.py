@@ -9,34 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from model_helpers import tiny_config
-from serve_helpers import KEY, LIMITS, SR, Server, flac
-from speechlm import text
+from serve_helpers import KEY, LIMITS, SR, Server, flac, varied_twin
 
 
 @pytest.fixture(scope="package")
 def twin(tmp_path_factory):
-    """A tiny Granite + Qwen3 twin in fp32 whose transcripts differ from clip to clip (a trained-looking
-    adapter, end-of-turn held back: speechlm's export test does the same), saved as a model folder."""
-    from speechlm.model import save_pretrained
-    from speechlm.model.build import build_model
-
-    torch.manual_seed(0)
-    cfg = tiny_config(decoder="tiny/qwen3", encoder="tiny/granite_speech5", bf16=False)
-    # fp32, as the demo model: bf16's batch-shaped rounding flips near ties (docs/design.md, "Serving")
-    cfg.model.model_dtype = "float32"
-    m = build_model(cfg)
-    with torch.no_grad():
-        for n, p in m.decoder.named_parameters():
-            if "lora_B" in n:
-                p.normal_(0, 0.5)
-        m._base_lm().get_output_embeddings().weight[text.end_of_turn_id(m.tokenizer)] = 0
-    m.cfg.max_new_tokens = 10
-    out = tmp_path_factory.mktemp("twin") / "twin"
-    save_pretrained(m, out)
-    return out
+    """A tiny Granite + Qwen3 twin whose transcripts differ from clip to clip, saved as a model folder."""
+    return varied_twin(tmp_path_factory.mktemp("twin") / "twin", seed=0)
 
 
 @pytest.fixture(scope="package")

@@ -80,6 +80,34 @@ class Server:
 LIMITS = ["--max-upload-mb", "3", "--max-seconds", "150"]
 
 
+def varied_twin(out: Path, seed: int, **model) -> Path:
+    """A tiny Granite + Qwen3 twin in fp32 whose transcripts differ from clip to clip (a trained-looking
+    adapter, end-of-turn held back: speechlm's export test does the same), saved as a model folder at
+    `out`; `model` sets fields of its model config (e.g. languages). fp32, as the demo model: bf16's
+    batch-shaped rounding flips near ties (docs/design.md, "Serving")."""
+    import torch
+
+    from model_helpers import tiny_config
+    from speechlm import text
+    from speechlm.model import save_pretrained
+    from speechlm.model.build import build_model
+
+    torch.manual_seed(seed)
+    cfg = tiny_config(decoder="tiny/qwen3", encoder="tiny/granite_speech5", bf16=False)
+    cfg.model.model_dtype = "float32"
+    for key, value in model.items():
+        setattr(cfg.model, key, value)
+    m = build_model(cfg)
+    with torch.no_grad():
+        for n, p in m.decoder.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5)
+        m._base_lm().get_output_embeddings().weight[text.end_of_turn_id(m.tokenizer)] = 0
+    m.cfg.max_new_tokens = 10
+    save_pretrained(m, out)
+    return out
+
+
 def transcribe(client: openai.OpenAI, path: Path, fmt: str = "text", **kw):
     with open(path, "rb") as f:
         out = client.audio.transcriptions.create(model="twin", file=f, response_format=fmt, **kw)

@@ -8,33 +8,16 @@ from __future__ import annotations
 
 import openai
 import pytest
-import torch
 
-from model_helpers import tiny_config
-from serve_helpers import LIMITS, Server
+from serve_helpers import LIMITS, Server, varied_twin
 from speechlm import text
 
 
 @pytest.fixture(scope="module")
 def multilingual(tmp_path_factory):
     """A tiny Granite + Qwen3 twin that serves en, es and de and opens its answers with the language."""
-    from speechlm.model import save_pretrained
-    from speechlm.model.build import build_model
-
-    torch.manual_seed(1)
-    cfg = tiny_config(decoder="tiny/qwen3", encoder="tiny/granite_speech5", bf16=False)
-    cfg.model.model_dtype = "float32"
-    cfg.model.answer_language, cfg.model.languages = True, ["en", "es", "de"]
-    m = build_model(cfg)
-    with torch.no_grad():
-        for n, p in m.decoder.named_parameters():
-            if "lora_B" in n:
-                p.normal_(0, 0.5)
-        m._base_lm().get_output_embeddings().weight[text.end_of_turn_id(m.tokenizer)] = 0
-    m.cfg.max_new_tokens = 10
     out = tmp_path_factory.mktemp("ml") / "twin"
-    save_pretrained(m, out)
-    return out
+    return varied_twin(out, seed=1, answer_language=True, languages=["en", "es", "de"])
 
 
 @pytest.fixture(scope="module")
