@@ -148,8 +148,7 @@ def _waiting(url: str) -> float:
 def test_a_short_request_is_not_stuck_behind_a_long_recording(case, server):
     """The recording's ~13 windows enter the engine together; a clip sent while they wait is taken as soon
     as the window running now is done (its priority 0 against their 1, 2, ...), not after all of them,
-    as vLLM's first-come-first-served order would. One sequence at a time (the fixture): the short
-    request's latency is about two windows', the recording's about thirteen."""
+    as vLLM's first-come-first-served order would. One sequence at a time (the fixture)."""
     import threading
 
     from openai import OpenAI
@@ -176,5 +175,7 @@ def test_a_short_request_is_not_stuck_behind_a_long_recording(case, server):
     short_done_while_long_ran = worker.is_alive()
     worker.join(300)
     assert (long_box["text"], short_box["text"]) == (want_long, want_short)
-    assert short_done_while_long_ran
-    assert short_box["s"] < long_box["s"] / 3, (short_box, long_box)
+    # taken ahead of the recording's waiting windows: done while the recording still runs. How much sooner
+    # is a timing, measured side by side by bench/serve_load.py --short-tries (docs/benchmarks.md): at this
+    # twin's speed (the whole recording in ~0.3 s) a wall-clock ratio here measured the machine's load
+    assert short_done_while_long_ran, (short_box, long_box)
