@@ -77,8 +77,10 @@ def test_the_readme_section_runs_as_written(tmp_path):
     make_clips(tmp_path / "my_data")
     for name, body in files:
         (tmp_path / name).write_text(body)
+    # as a user's shell runs them: no notice switch (speechlm.quiet) or warning filter the test process may carry
+    shell = {k: v for k, v in os.environ.items() if k not in ("SPEECHLM_VERBOSE", "PYTHONWARNINGS")}
     env = dict(
-        os.environ,
+        shell,
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # the venv's `speechlm`
         HF_HUB_OFFLINE="1",
         OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"),
@@ -100,4 +102,5 @@ def test_the_readme_section_runs_as_written(tmp_path):
     assert evals.count("WER") >= 2  # the shard set's test split and the CSV list
     assert (tmp_path / "outputs/my_run_ft-merged/decoder/config.json").is_file()
     # the library notices that said nothing to a user are gone from the commands' output
-    assert "Setting accelerator to CPU" not in log and "FutureWarning" not in log
+    seen = {k: os.environ.get(k) for k in ("SPEECHLM_VERBOSE", "PYTHONWARNINGS")}
+    assert "Setting accelerator to CPU" not in log and "FutureWarning" not in log, (seen, log[:600])
