@@ -116,3 +116,12 @@ class LoopStop(StoppingCriteria):
                 self.cut[i] = max(0, begin + n - len(given))
                 done[i] = True
         return done
+
+
+def per_clip(value, n: int, what: str) -> list:
+    """One value per clip: a list as given (of n), or one value for every clip."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"{len(value)} values of {what} for {n} clips")
+        return list(value)
+    return [value] * n

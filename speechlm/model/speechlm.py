@@ -270,26 +270,16 @@ class SpeechLM(nn.Module):
         instruction in the user turn (`text.context_text`, `text.task_prompt`)."""
         if prefixes is not None and len(prefixes) != n:
             raise ValueError(f"{len(prefixes)} prefixes for {n} clips")
-        langs, tasks = self.per_clip(language, n, "language"), self.per_clip(task, n, "task")
+        langs, tasks = generation.per_clip(language, n, "language"), generation.per_clip(task, n, "task")
         prefixes = prefixes if prefixes is not None else [[] for _ in range(n)]
         given = [self._prefix_ids(p, lang) for p, lang in zip(prefixes, langs)]
         templates = getattr(self.cfg, "task_prompts", None)
-        contexts = [
-            text.context_text(self.tokenizer, c, self.cfg.audio_token) for c in self.per_clip(context, n, "context")
-        ]
+        contexts = generation.per_clip(context, n, "context")
+        contexts = [text.context_text(self.tokenizer, c, self.cfg.audio_token) for c in contexts]
         instructions = [
             text.task_prompt(self.cfg.prompt, t, lang, None, templates, c) for t, lang, c in zip(tasks, langs, contexts)
         ]
         return langs, given, instructions
-
-    @staticmethod
-    def per_clip(value, n: int, what: str) -> list:
-        """One value per clip: a list as given (of n), or one value for every clip."""
-        if isinstance(value, (list, tuple)):
-            if len(value) != n:
-                raise ValueError(f"{len(value)} values of {what} for {n} clips")
-            return list(value)
-        return [value] * n
 
     def _language_opened(self, answer: dict, pinned: str | None) -> dict:
         """An answer of a model that opens with the language: the opening's tokens taken off its text and
