@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 from pathlib import Path
 
@@ -24,3 +26,15 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def locked_dir(d: Path):
+    """An exclusive lock on folder `d` (flock on the folder itself: no lock file left behind),
+    held until the block ends or the process dies; for processes that start together on one folder."""
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

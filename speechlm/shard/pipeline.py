@@ -21,7 +21,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from speechlm.config import ConfigError
-from speechlm.fsutil import atomic_write
+from speechlm.fsutil import atomic_write, locked_dir
 from speechlm.shard import hfstream, listing, sources, writer
 from speechlm.shard.merge import DROP_REPORT, INPUTS, STAGE, TAR_NAME, merge
 from speechlm.shard.recasing import TRUECASER
@@ -69,14 +69,18 @@ def build(
     out = Path(out_dir or cfg.output.root or recipe_dir / cfg.name)
     workers = workers or cfg.workers or os.cpu_count() or 1
     fp, digests = fingerprint(cfg), input_digests(cfg)
-    if _up_to_date(out, fp, digests, overwrite, num_tasks):
-        log.info("%s is up to date (%s)", out, fp[:12])
-        return out
     stage = out / STAGE
-    stage.mkdir(parents=True, exist_ok=True)
-    atomic_write(stage / "fingerprint", fp.encode())
-    atomic_write(stage / INPUTS, json.dumps(digests, sort_keys=True).encode())
-    atomic_write(stage / "recipe.json", json.dumps(recipe_dict(cfg), sort_keys=True).encode())
+    out.mkdir(parents=True, exist_ok=True)
+    # the N tasks of a split build start together: one at a time checks the folder and stamps the stage,
+    # else a task could read another's half-written stamps as a foreign build (CI saw it: exit 2)
+    with locked_dir(out):
+        if _up_to_date(out, fp, digests, overwrite, num_tasks):
+            log.info("%s is up to date (%s)", out, fp[:12])
+            return out
+        stage.mkdir(exist_ok=True)
+        atomic_write(stage / INPUTS, json.dumps(digests, sort_keys=True).encode())
+        atomic_write(stage / "recipe.json", json.dumps(recipe_dict(cfg), sort_keys=True).encode())
+        atomic_write(stage / "fingerprint", fp.encode())  # last: a killed task leaves no stamp without its inputs
 
     listed = listing.prepare(cfg, out, stage)
     mine = listing.assign(listed["units"], num_tasks)[task_index]

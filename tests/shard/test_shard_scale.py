@@ -282,6 +282,35 @@ def test_three_tasks_then_merge_equal_one_machine_build(corpus, tmp_path):
     assert not (split / ".stage").exists()
 
 
+def test_tasks_started_together_all_build_and_merge_to_the_one_machine_set(corpus, tmp_path):
+    """The N tasks of a split start at once on one folder: none may take another's half-written stage
+    for a foreign build (CI saw task 1 of 3 exit 2 that way)."""
+    import threading
+
+    root, _, _ = corpus
+    recipe = recipe_file(root, tmp_path)
+    one = build(recipe, tmp_path / "one", workers=1)
+    for attempt in range(3):  # the race needs the tasks' first steps to interleave: start them often
+        split = tmp_path / f"split{attempt}"
+        start, errors = threading.Barrier(3), []
+
+        def task(i, split=split, start=start, errors=errors):
+            start.wait()
+            try:
+                build(recipe, split, workers=1, num_tasks=3, task_index=i)
+            except Exception as e:  # noqa: BLE001 - collected and shown by the assertion
+                errors.append(f"task {i}: {e}")
+
+        threads = [threading.Thread(target=task, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors, errors
+        merge(split)
+        assert tars(split) == tars(one)
+
+
 def test_merge_before_every_task_is_done_names_the_missing_file(corpus, tmp_path):
     root, _, _ = corpus
     recipe = recipe_file(root, tmp_path)
