@@ -113,9 +113,12 @@ def target_ids(tok: PreTrainedTokenizerBase, transcript: str) -> list[int]:
 TRANSCRIBE, TRANSLATE = "transcribe", "translate"
 TASK_TEMPLATES = {TRANSCRIBE: "{prompt}", TRANSLATE: "Translate the audio into {target}."}
 LANGUAGE_NOTE = " The speech is in {language}."
-# detect-or-pin: the answer opens with the spoken language's code in brackets ("[es] hola"); a caller
-# pins a language by writing that opening itself (a prefix the model goes on from)
-ANSWER_LANGUAGE = re.compile(r"^\[([a-z]{2,3})\]\s*")
+# detect-or-pin: the answer opens with the spoken language's English name, as Qwen3-ASR's does ("language
+# Spanish: hola"); a caller pins a language by writing that opening itself (a prefix the model goes on
+# from). The name, not the ISO code: a byte-level BPE holds " French" and " Japanese" as common tokens but
+# "fr" and "ja" as rare ones, and a decoder trained briefly keeps its prior for the frequent codes ("en",
+# "es", "de" took every French clip: docs/languages.md, "The answer's opening")
+ANSWER_LANGUAGE = re.compile(r"^language ([A-Za-z][A-Za-z ]*?):\s*")
 
 
 # a caller's context (OpenAI's `prompt`: earlier words, names, spellings) rides in the user turn after the
@@ -202,13 +205,14 @@ def task_prompt(
 
 
 def answer_prefix(language: str) -> str:
-    """The opening of a detect-or-pin answer that names `language`."""
-    return f"[{check_language(language)}] "
+    """The opening of a detect-or-pin answer that names `language` ("language Spanish: ")."""
+    return f"language {language_names()[check_language(language)].title()}: "
 
 
 def split_answer(answer: str) -> tuple[str | None, str]:
-    """(the language an answer opens with, or None; the rest of the answer)."""
+    """(the ISO 639-1 code of the language an answer opens with, or None; the rest of the answer)."""
     m = ANSWER_LANGUAGE.match(answer)
-    if m is None or m.group(1) not in language_names():
+    codes = {name: code for code, name in language_names().items()}
+    if m is None or m.group(1).lower() not in codes:
         return None, answer.strip()
-    return m.group(1), answer[m.end() :].strip()
+    return codes[m.group(1).lower()], answer[m.end() :].strip()

@@ -37,8 +37,8 @@ class ModelConfig:
     # the languages the model serves (ISO 639-1; the card's `language:` list, the server's `language`
     # field); empty: English only
     languages: list[str] = field(default_factory=list)
-    # detect-or-pin: the answer opens with the spoken language ("[es] ..."); a caller pins a language by
-    # writing the opening, or lets the model detect it
+    # detect-or-pin: the answer opens with the spoken language ("language Spanish: ..."); a caller pins a
+    # language by writing the opening, or lets the model detect it
     answer_language: bool = False
     # the share of training clips whose prompt leaves their language out, so the model learns to detect
     # it (a fixed choice per clip id)

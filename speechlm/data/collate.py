@@ -44,6 +44,17 @@ class Languages:
             answer = text.answer_prefix(language) + answer
         return instruction, answer
 
+    def spoken(self, sample: dict) -> str | None:
+        """What the CTC head aligns to a clip whose answer is not what was said (a translation, or a task
+        of one's own whose clip has a transcript): its transcript, opened like its answer; None when the
+        answer is the transcript. CTC aligns sound to text in order, so an English translation of French
+        speech would teach the projector English embeddings for French sound."""
+        task, words = sample.get("task", text.TRANSCRIBE), sample.get("text")
+        if task == text.TRANSCRIBE or not words:
+            return None
+        language = sample.get("language")
+        return (text.answer_prefix(language) if self.answer_language and language else "") + words
+
     def dropped(self, clip_id: str) -> bool:
         """Whether this clip's prompt leaves its language out: a fixed share `dropout` of clip ids."""
         return self.dropout > 0 and zlib.crc32(clip_id.encode()) / 2**32 < self.dropout
@@ -116,13 +127,16 @@ class Collator:
             raise ValueError("Collator got an empty batch")
         waves = [np.asarray(s["audio"], dtype=np.float32) for s in samples]
         input_features, feature_mask = self.features(waves)
-        seqs, labels = [], []
+        seqs, labels, spoken, differs = [], [], [], False
         for s, w in zip(samples, waves):
             instruction, answer = self.languages.turns(s, self.prompt)
             p = self.prompt_ids(self.num_audio_tokens(len(w)), instruction)
             t = text.target_ids(self.tokenizer, answer)
             seqs.append(p + t)
             labels.append([IGNORE] * len(p) + t)
+            said = self.languages.spoken(s)
+            spoken.append(t if said is None else text.target_ids(self.tokenizer, said))
+            differs |= said is not None
         S = max(len(x) for x in seqs)
         B = len(samples)
         input_ids = torch.full((B, S), self.pad_id, dtype=torch.long)
@@ -132,7 +146,7 @@ class Collator:
             input_ids[i, : len(x)] = torch.tensor(x)
             attention_mask[i, : len(x)] = 1
             label_t[i, : len(y)] = torch.tensor(y)
-        return {
+        batch = {
             "input_features": input_features,
             "feature_mask": feature_mask,
             "input_ids": input_ids,
@@ -142,6 +156,12 @@ class Collator:
             "ids": [str(s["id"]) for s in samples],
             "audio_seconds": torch.tensor([len(w) / SAMPLE_RATE for w in waves], dtype=torch.float32),
         }
+        if differs:  # a clip's answer is not what was said: the CTC head aligns what was
+            ctc = torch.full((B, max(map(len, spoken))), IGNORE, dtype=torch.long)
+            for i, t in enumerate(spoken):
+                ctc[i, : len(t)] = torch.tensor(t)
+            batch["ctc_labels"] = ctc
+        return batch
 
 
 class Clips:

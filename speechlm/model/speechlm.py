@@ -151,12 +151,23 @@ class SpeechLM(nn.Module):
         return logits, targets, rows
 
     def forward(
-        self, input_features, feature_mask, input_ids, attention_mask, labels, weight=None, objective: str = "lm", **_
+        self,
+        input_features,
+        feature_mask,
+        input_ids,
+        attention_mask,
+        labels,
+        weight=None,
+        objective: str = "lm",
+        ctc_labels=None,
+        **_,
     ) -> Output:
+        """`ctc_labels` (the collator's, where a clip's answer is not what was said): what the CTC head aligns."""
+        ctc_labels = labels if ctc_labels is None else ctc_labels
         if objective == "ctc":  # the projector warm start: no decoder forward (speechlm.model.ctc)
             from .ctc import ctc_loss  # training only: it may gather ZeRO-3 weights with deepspeed
 
-            loss, num = ctc_loss(self, input_features, feature_mask, labels, weight)
+            loss, num = ctc_loss(self, input_features, feature_mask, ctc_labels, weight)
             return Output(loss=loss, num_tokens=num)
         # training steps also teach the CTC head (training.ctc_weight), on the frames the LM step projects
         aux = self.training and self.ctc_weight > 0
@@ -168,7 +179,7 @@ class SpeechLM(nn.Module):
                 projected = self.encode_audio(input_features, feature_mask)
             # before the decoder: under ZeRO-3 the head's gather of the embedding table must end before
             # the tied LM head holds that table (freeing a parameter a module still holds is an error)
-            ctc = self.ctc_weight * projected_ctc_loss(self, *projected, labels, weight)[0]
+            ctc = self.ctc_weight * projected_ctc_loss(self, *projected, ctc_labels, weight)[0]
         hidden, targets, rows = self.label_hidden(
             input_features, feature_mask, input_ids, attention_mask, labels, projected
         )
@@ -285,7 +296,9 @@ class SpeechLM(nn.Module):
         """An answer of a model that opens with the language: the opening's tokens taken off its text and
         ids (word times align the rest), the language it names kept as "language"."""
         ids = answer["ids"]
-        for k in range(1, min(len(ids), 8) + 1):
+        if text.split_answer(answer["text"])[0] is None:
+            return dict(answer, language=pinned)
+        for k in range(1, len(ids) + 1):  # the opening's tokens: as many as the tokenizer cuts it into
             lang, _ = text.split_answer(self.tokenizer.decode(ids[:k], skip_special_tokens=True))
             if lang is not None:
                 rest = ids[k:]

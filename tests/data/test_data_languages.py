@@ -76,15 +76,16 @@ def test_prompts_state_task_and_language_in_the_decoders_template(tok):
 def test_the_answer_opens_with_the_language_and_a_pin_is_its_prefix(tok):
     c = collator(tok, answer_language=True)
     b = batch(c, CLIPS)
-    assert turns(tok, b, 0)[1] == "[es] hola a todos"
-    assert turns(tok, b, 1)[1] == "[de] good morning"  # the spoken language, then the English
+    assert turns(tok, b, 0)[1] == "language Spanish: hola a todos"
+    assert turns(tok, b, 1)[1] == "language German: good morning"  # the spoken language, then the English
     assert turns(tok, b, 2)[1] == "hello there"  # no language known: no opening
     # a pin writes the opening's tokens; the training answer starts with exactly those tokens
     opening = tok(text.answer_prefix("es").strip(), add_special_tokens=False)["input_ids"]
     answer = [int(t) for t in b["labels"][0] if t != IGNORE]
     assert answer[: len(opening)] == opening
-    assert text.split_answer("[es] hola a todos") == ("es", "hola a todos")
-    assert text.split_answer("[zz] hola") == (None, "[zz] hola") and text.split_answer("hola") == (None, "hola")
+    assert text.split_answer("language Spanish: hola a todos") == ("es", "hola a todos")
+    assert text.split_answer("language Klingon: hola") == (None, "language Klingon: hola")
+    assert text.split_answer("hola") == (None, "hola")
 
 
 def test_a_share_of_prompts_leaves_the_language_out():
@@ -130,3 +131,18 @@ def test_bad_language_settings_name_the_key(key, value, message):
     setattr(getattr(cfg, section), name, value)
     with pytest.raises(ConfigError, match=message):
         cfg.validate()
+
+
+def test_ctc_aligns_what_was_said_not_a_translation(tok):
+    """The CTC head aligns sound to text in order: a translation clip's CTC target is its transcript,
+    opened like its answer; a batch whose answers are all what was said carries no ctc_labels."""
+    c = collator(tok, answer_language=True)
+    b = batch(c, CLIPS)
+    said = [tok.decode([int(t) for t in row if t != IGNORE][:-1]) for row in b["ctc_labels"]]
+    assert said[0] == turns(tok, b, 0)[1] == "language Spanish: hola a todos"  # a transcription: its answer
+    assert said[1] == "language German: guten Morgen" and turns(tok, b, 1)[1] == "language German: good morning"
+    assert said[3] == "language Japanese: いぬ が はしる"  # a task of one's own whose clip has a transcript
+    assert said[2] == "hello there"
+    assert "ctc_labels" not in batch(c, [CLIPS[0], CLIPS[2]])
+    no_words = dict(CLIPS[3], text="")  # a task's clip with no transcript: the CTC head keeps its answer
+    assert "ctc_labels" not in batch(c, [no_words])

@@ -67,3 +67,29 @@ def test_ctc_loss_falls_on_one_batch_and_ignores_the_decoder(synthetic_shards):
         assert all(p.grad is None for n_, p in model.decoder.named_parameters() if "lora_" in n_)
     assert float(loss) < first
     assert float(n) == sum(len(t) for t in ctc.transcript_targets(b["labels"]))
+
+
+def test_the_forward_aligns_ctc_labels_where_the_batch_has_them():
+    """A batch with ctc_labels (a translation's transcript) scores the CTC head on them, in the warm
+    start and as the LM step's auxiliary loss, while the LM loss stays on the answer."""
+    model = build_model(tiny_config(ctc_weight=1.0))
+    b = batch(model, waves(), ["one two", "three four five"])
+    spoken = batch(model, waves(), ["six", "seven eight"])["labels"]
+    model.train()
+    with torch.no_grad():
+        plain = model(**b, objective="ctc").loss
+        aligned = model(**b, objective="ctc", ctc_labels=spoken).loss
+        want, _ = ctc.ctc_loss(model, b["input_features"], b["feature_mask"], spoken, b["weight"])
+        assert torch.equal(aligned, want) and not torch.equal(aligned, plain)
+        torch.manual_seed(0)  # the same dropout masks in both LM steps
+        lm_plain = model(**b).loss
+        torch.manual_seed(0)
+        lm_aligned = model(**b, ctc_labels=spoken).loss
+        with model._autocast(b["input_ids"].device):  # the LM step projects under the run's autocast
+            projected = model.encode_audio(b["input_features"], b["feature_mask"])
+        diff = (
+            ctc.projected_ctc_loss(model, *projected, spoken)[0]
+            - ctc.projected_ctc_loss(model, *projected, b["labels"])[0]
+        )
+    assert abs(float(diff)) > 0.1  # the two targets score apart
+    torch.testing.assert_close(lm_aligned - lm_plain, diff, rtol=1e-4, atol=1e-4)  # the same arithmetic on both sides

@@ -81,7 +81,7 @@ def test_a_translation_names_its_pair_and_a_custom_task_its_own():
 
 
 def test_a_pinned_answer_in_another_language_is_counted_by_its_words():
-    """The pin writes the opening ("[es] "), so the model's named language is always the pinned one: the
+    """The pin writes the opening ("language Spanish: "), so the model's named language is always the pinned one: the
     answer's words decide, against the word lists of the set's own references."""
     rows = [
         {"language": "es", "task": "transcribe", "reference": "el perro come pan", "hypothesis": "el perro come"},
