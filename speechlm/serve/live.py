@@ -48,7 +48,7 @@ class QueuedModel:
 
     def __init__(self, engine, batcher, request_id: str, task=None):
         self.family = engine.model.family
-        self._task = task  # the request's language and task (speechlm.inference.Task); None: plain
+        self.task = task  # the request's language and task (speechlm.inference.Task); None: plain
         self.features = engine.model.features
         self._batcher = batcher
         self._request_id = request_id
@@ -65,7 +65,7 @@ class QueuedModel:
                 words=True,
                 request_id=self._request_id,
                 prefixes=prefixes or [""] * len(waves),
-                task=self._task,
+                task=self.task,
             )
             job = self._job
         try:

@@ -6,7 +6,8 @@ The client sends (JSON text messages, OpenAI's shapes):
   {"type": "server_vad", "threshold", "silence_duration_ms", "prefix_padding_ms"} or null}}}};
   answered by `session.updated` with the whole session. PCM16 at 24 kHz (OpenAI's rate) is resampled
   to 16 kHz by soxr's stream; 16 kHz is taken as it is. `model` must be a served name, `language`
-  English (or absent); `prompt` is accepted and ignored, as on the HTTP route.
+  one of the model's languages (or absent: detected), `prompt` context for the model: each decode of
+  the session's turns is asked them as an HTTP request with those fields is (serve/fields.py).
 - `input_audio_buffer.append` {"audio": base64 of little-endian PCM16 mono};
 - `input_audio_buffer.commit` (the buffer is one item: its transcript is completed now) and
   `input_audio_buffer.clear` (the buffer is dropped untranscribed).

@@ -10,7 +10,8 @@ import uuid
 import numpy as np
 import soxr
 
-from speechlm.inference import DEFAULT_STREAM_SETTINGS, SAMPLE_RATE, Streamer
+from speechlm import text
+from speechlm.inference import DEFAULT_STREAM_SETTINGS, SAMPLE_RATE, Streamer, Task
 from speechlm.serve import live
 from speechlm.serve.turns import TurnDetector
 
@@ -99,7 +100,11 @@ class Session:
             "audio": {
                 "input": {
                     "format": {"type": "audio/pcm", "rate": 24000},
-                    "transcription": {"model": names[0], "language": "en", "prompt": ""},
+                    "transcription": {
+                        "model": names[0],
+                        "language": None if engine.multilingual else "en",  # None: each turn's is detected
+                        "prompt": "",
+                    },
                     "turn_detection": dict(SERVER_VAD),
                     "noise_reduction": None,
                 }
@@ -152,14 +157,18 @@ class Session:
                 "model_not_found",
                 f"{where}.model",
             )
-        lang = t.get("language")
-        if lang and str(lang).lower().replace("_", "-").split("-")[0] not in ("en", "english"):
-            raise BadEvent(
-                f"language '{lang}' is not supported: this model transcribes English only ('en')",
-                "unsupported_language",
-                f"{where}.language",
-            )
-        return {"model": model, "language": lang or "en", "prompt": t.get("prompt") or ""}
+        lang, prompt = t.get("language"), t.get("prompt") or ""
+        if not isinstance(prompt, str):
+            raise BadEvent("the prompt must be a string", "invalid_value", f"{where}.prompt")
+        try:  # a language of the model's list (English for a model that lists none), as on the HTTP route
+            code = text.language_code(str(lang), self.engine.languages) if lang else None
+        except ValueError as e:
+            raise BadEvent(str(e), "unsupported_language", f"{where}.language") from None
+        # the decodes of the session's turns are asked as an HTTP request with these fields is (app._transcribe)
+        asked = Task(code if self.engine.multilingual else None, "transcribe", prompt.strip() or None)
+        self.model.task = asked if asked != Task() else None
+        shown = lang or (None if self.engine.multilingual else "en")
+        return {"model": model, "language": shown, "prompt": prompt}
 
     # ------------------------------------------------------------------ audio
     def _new_item(self) -> None:

@@ -39,7 +39,7 @@ def test_a_pinned_language_and_a_translation_through_the_openai_client(served, m
         model="twin", file=paths[0].read_bytes(), response_format="verbose_json", language="es", prompt="hola"
     )
     want = model.transcribe([wave], details=True, language="es", context="hola")[0]
-    assert want["language"] == "es" and not want["text"].startswith("[")  # the opening is no part of the text
+    assert want["language"] == "es" and not want["text"].startswith("language")  # the opening is no part of the text
     assert pinned.text == want["text"] and pinned.language == "spanish" and pinned.task == "transcribe"
     by_name = client.audio.transcriptions.create(model="twin", file=paths[0].read_bytes(), language="Spanish")
     assert by_name.text == model.transcribe([wave], language="es")[0]
@@ -119,3 +119,46 @@ def test_the_prompt_is_context_and_a_pinned_language_is_never_translated(served,
     assert len(contexts | {plain, want["text"]}) > 1  # the context reaches this twin's answers
     translated = client.audio.translations.create(model="twin", file=paths[0].read_bytes(), prompt="perro")
     assert translated.text == model.transcribe([wave], task="translate", context="perro")[0]
+
+
+def test_a_realtime_session_asks_its_language_and_prompt_of_every_decode(served, multilingual, clips):
+    """The realtime session's `language` and `prompt` reach each decode of its turns as the HTTP route's
+    fields do: the transcript is what the library's Streamer commits when every decode is asked them;
+    a language the model does not serve is an error event naming the field."""
+    import base64
+
+    import numpy as np
+
+    from speechlm import audio
+    from speechlm.inference import Streamer
+    from speechlm.inference.live import Asking
+    from speechlm.model import from_pretrained
+
+    paths, _ = clips
+    wave = audio.load(str(paths[1]))
+    pcm = (np.clip(wave, -1, 1) * 32767).astype("<i2").tobytes()  # 16 kHz: taken as it is, not resampled
+    model = from_pretrained(multilingual)
+    want = {}
+    for asked in ({"language": "es", "context": "perro"}, {}):
+        stream = Streamer(Asking(model, {"task": "transcribe", "language": None, **asked}))
+        stream.feed(np.frombuffer(pcm, "<i2").astype(np.float32) / 32768.0)
+        want[bool(asked)] = stream.finish()[-1].text
+    client = served.client()
+    with client.realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        assert conn.recv().session.audio.input.transcription.language is None  # detected until one is set
+        fmt = {"type": "audio/pcm", "rate": 16000}
+        for transcription, pinned in (({"language": "es", "prompt": "perro"}, True), ({"language": None}, False)):
+            session = {"audio": {"input": {"format": fmt, "transcription": transcription, "turn_detection": None}}}
+            conn.send({"type": "session.update", "session": {"type": "transcription", **session}})
+            assert conn.recv().session.audio.input.transcription.language == transcription["language"]
+            conn.send({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()})
+            conn.send({"type": "input_audio_buffer.commit"})
+            event = conn.recv()
+            while event.type != "conversation.item.input_audio_transcription.completed":
+                event = conn.recv()
+            assert event.transcript == want[pinned], transcription
+        conn.send({"type": "session.update", "session": {"audio": {"input": {"transcription": {"language": "ja"}}}}})
+        error = conn.recv()
+        assert error.type == "error" and error.error.param == "session.audio.input.transcription.language"
+        assert "this model serves en, es, de" in error.error.message
+    assert want[True] != want[False]  # on this twin the language and prompt change the answer

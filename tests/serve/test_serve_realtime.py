@@ -175,6 +175,11 @@ def test_server_vad_commits_a_turn_at_each_pause(server, clips):
             "unsupported_language",
             "session.audio.input.transcription.language",
         ),
+        (
+            json.dumps({"type": "session.update", "session": {"audio": {"input": {"transcription": {"prompt": 5}}}}}),
+            "invalid_value",
+            "session.audio.input.transcription.prompt",
+        ),
         (b"\x00\x01", "invalid_message", None),  # a binary frame
     ],
 )

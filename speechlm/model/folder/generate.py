@@ -36,6 +36,7 @@ CORE_BEFORE_FAMILIES = [
     ("speechlm.model.loss", ["TokenLoss"]),
 ]
 CORE_AFTER_FAMILIES = [
+    ("speechlm.model.prompting", ["Prompting"]),
     ("speechlm.model.speechlm", ["DTYPES", "Output", "SpeechLM"]),
     (
         "speechlm.model.folder.layout",
