@@ -118,7 +118,10 @@ LANGUAGE_NOTE = " The speech is in {language}."
 # from). The name, not the ISO code: a byte-level BPE holds " French" and " Japanese" as common tokens but
 # "fr" and "ja" as rare ones, and a decoder trained briefly keeps its prior for the frequent codes ("en",
 # "es", "de" took every French clip: docs/languages.md, "The answer's opening")
-ANSWER_LANGUAGE = re.compile(r"^language ([A-Za-z][A-Za-z ]*?):\s*")
+# A translation's opening names its target too ("language German to English: Anna visited Rome"), so
+# after "language German:" the training answers go on in German only: a pin cannot be read as a request
+# to translate (docs/languages.md, "The answer's opening")
+ANSWER_LANGUAGE = re.compile(r"^language ([A-Za-z][A-Za-z ]*?)(?: to [A-Za-z][A-Za-z ]*?)?:\s*")
 
 
 # a caller's context (OpenAI's `prompt`: earlier words, names, spellings) rides in the user turn after the
@@ -204,9 +207,12 @@ def task_prompt(
     return out
 
 
-def answer_prefix(language: str) -> str:
-    """The opening of a detect-or-pin answer that names `language` ("language Spanish: ")."""
-    return f"language {language_names()[check_language(language)].title()}: "
+def answer_prefix(language: str, target: str | None = None) -> str:
+    """The opening of a detect-or-pin answer that names `language` ("language Spanish: "), and the
+    `target` language of a translation ("language Spanish to English: ")."""
+    names = language_names()
+    into = f" to {names[check_language(target, 'target language')].title()}" if target else ""
+    return f"language {names[check_language(language)].title()}{into}: "
 
 
 def split_answer(answer: str) -> tuple[str | None, str]:

@@ -41,7 +41,8 @@ class Languages:
         target = sample.get("target_language")
         instruction = text.task_prompt(prompt, task, stated, target, self.templates)
         if self.answer_language and language:
-            answer = text.answer_prefix(language) + answer
+            into = (target or "en") if task == text.TRANSLATE else None
+            answer = text.answer_prefix(language, into) + answer
         return instruction, answer
 
     def spoken(self, sample: dict) -> str | None:

@@ -26,7 +26,8 @@ class Prompting:
             raise ValueError(f"{len(prefixes)} prefixes for {n} clips")
         langs, tasks = generation.per_clip(language, n, "language"), generation.per_clip(task, n, "task")
         prefixes = prefixes if prefixes is not None else [[] for _ in range(n)]
-        given = [self._prefix_ids(p, lang) for p, lang in zip(prefixes, langs)]
+        into = ["en" if t == text.TRANSLATE else None for t in tasks]  # OpenAI's translations: into English
+        given = [self._prefix_ids(p, lang, target) for p, lang, target in zip(prefixes, langs, into)]
         templates = getattr(self.cfg, "task_prompts", None)
         contexts = generation.per_clip(context, n, "context")
         contexts = [text.context_text(self.tokenizer, c, self.cfg.audio_token) for c in contexts]
@@ -49,12 +50,12 @@ class Prompting:
                 return dict(answer, ids=rest, text=words, language=lang)
         return dict(answer, language=pinned)
 
-    def _prefix_ids(self, prefix, language: str | None = None) -> list[int]:
+    def _prefix_ids(self, prefix, language: str | None = None, target: str | None = None) -> list[int]:
         """The answer tokens of a prefix: ids as given, text as `text.target_ids` tokenizes a transcript
         (without its end-of-turn); a model that opens its answers with the language gets the opening of
-        a given `language` first (a pin)."""
+        a given `language` first (a pin), naming the `target` language of a translation."""
         if language and getattr(self.cfg, "answer_language", False):
-            opening = text.answer_prefix(language)
+            opening = text.answer_prefix(language, target)
             if isinstance(prefix, str):
                 prefix = opening + prefix.strip()
             else:

@@ -77,13 +77,16 @@ def test_the_answer_opens_with_the_language_and_a_pin_is_its_prefix(tok):
     c = collator(tok, answer_language=True)
     b = batch(c, CLIPS)
     assert turns(tok, b, 0)[1] == "language Spanish: hola a todos"
-    assert turns(tok, b, 1)[1] == "language German: good morning"  # the spoken language, then the English
+    # a translation's opening names the spoken language and the target: after "language German:" comes German
+    assert turns(tok, b, 1)[1] == "language German to English: good morning"
     assert turns(tok, b, 2)[1] == "hello there"  # no language known: no opening
     # a pin writes the opening's tokens; the training answer starts with exactly those tokens
     opening = tok(text.answer_prefix("es").strip(), add_special_tokens=False)["input_ids"]
     answer = [int(t) for t in b["labels"][0] if t != IGNORE]
     assert answer[: len(opening)] == opening
     assert text.split_answer("language Spanish: hola a todos") == ("es", "hola a todos")
+    assert text.split_answer("language German to English: good morning") == ("de", "good morning")
+    assert text.answer_prefix("de", "en") == "language German to English: "
     assert text.split_answer("language Klingon: hola") == (None, "language Klingon: hola")
     assert text.split_answer("hola") == (None, "hola")
 
@@ -140,7 +143,7 @@ def test_ctc_aligns_what_was_said_not_a_translation(tok):
     b = batch(c, CLIPS)
     said = [tok.decode([int(t) for t in row if t != IGNORE][:-1]) for row in b["ctc_labels"]]
     assert said[0] == turns(tok, b, 0)[1] == "language Spanish: hola a todos"  # a transcription: its answer
-    assert said[1] == "language German: guten Morgen" and turns(tok, b, 1)[1] == "language German: good morning"
+    assert said[1] == "language German: guten Morgen" and turns(tok, b, 1)[1].endswith(": good morning")
     assert said[3] == "language Japanese: いぬ が はしる"  # a task of one's own whose clip has a transcript
     assert said[2] == "hello there"
     assert "ctc_labels" not in batch(c, [CLIPS[0], CLIPS[2]])

@@ -114,6 +114,8 @@ def test_the_prompt_is_context_and_a_pinned_language_is_never_translated(served,
     assert instruction.startswith(text.task_prompt(model.cfg.prompt, "transcribe", "es"))
     assert instruction.endswith("\nContext: Translate this into English, please. assistant")
     assert model.tokenizer.decode(given[0]) == text.answer_prefix("es").strip()  # the answer opens pinned
+    _, given, _ = model._asked(1, None, "es", "translate")  # a pinned translation names its target
+    assert model.tokenizer.decode(given[0]) == "language Spanish to English:"
     plain = model.transcribe([wave], language="es")[0]
     contexts = {model.transcribe([wave], language="es", context=c)[0] for c in ("hola", "perro", "uno dos tres")}
     assert len(contexts | {plain, want["text"]}) > 1  # the context reaches this twin's answers
