@@ -100,3 +100,21 @@ def test_a_checkpoint_folder_is_refused_with_what_to_do(folder, tmp_path):
         read_config(tmp_path / "ckpt")
     with pytest.raises(ValueError, match="not a speechlm model folder"):
         read_config(tmp_path)
+
+
+def test_a_multilingual_models_opening_is_taken_off_its_text(tmp_path):
+    """A model trained to open its answers with the language: the plugin's text is speechlm's, without
+    the opening (SpeechLM._language_opened), from token ids and from text; a model without it keeps all."""
+    from speechlm_vllm import stops
+    from speechlm_vllm.folder import load
+
+    model, path = tiny_folder(tmp_path / "ml", answer_language=True, languages=["en", "es"])
+    f = load(path)
+    for answer in ("language Spanish: hola a todos", "hola a todos", "language Klingon: hola"):
+        ids = f.tokenizer(answer, add_special_tokens=False)["input_ids"]
+        want = model._language_opened({"ids": ids, "text": f.tokenizer.decode(ids).strip()}, None)["text"]
+        assert stops.text_of(f, ids) == stops.cut_text(f, answer) == want
+    assert stops.text_of(f, f.tokenizer("language Spanish: hola", add_special_tokens=False)["input_ids"]) == "hola"
+    _, plain = tiny_folder(tmp_path / "en")
+    g = load(plain)
+    assert stops.cut_text(g, "language Spanish: hola") == "language Spanish: hola"

@@ -82,8 +82,18 @@ def cut_loop(folder: Folder, tokens: list[int]) -> list[int]:
 
 
 def text_of(folder: Folder, tokens: list[int]) -> str:
-    """speechlm's text of a clip's new tokens (SpeechLM.transcribe: loop cut, special tokens skipped, stripped)."""
-    return folder.tokenizer.decode(cut_loop(folder, tokens), skip_special_tokens=True).strip()
+    """speechlm's text of a clip's new tokens (SpeechLM.transcribe: loop cut, special tokens skipped, stripped,
+    the language's opening taken off)."""
+    return answer_text(folder, folder.tokenizer.decode(cut_loop(folder, tokens), skip_special_tokens=True).strip())
+
+
+def answer_text(folder: Folder, text: str) -> str:
+    """The answer without the opening that names its language ("language Spanish: hola" -> "hola") for a
+    model trained to open with it (`answer_language`), as speechlm's text never holds it. The plugin asks no
+    language (vLLM's requests are prompted as a clip with none given), so the model names the one it hears."""
+    if getattr(folder.settings, "answer_language", False):
+        return folder.text.split_answer(text)[1]
+    return text
 
 
 def cut_text(folder: Folder, text: str) -> str:
@@ -92,5 +102,5 @@ def cut_text(folder: Folder, text: str) -> str:
     ids = folder.tokenizer(text, add_special_tokens=False)["input_ids"]
     end = loop_end(folder, ids)
     if end is None:
-        return text.strip()
-    return folder.tokenizer.decode(ids[:end], skip_special_tokens=True).strip()
+        return answer_text(folder, text.strip())
+    return answer_text(folder, folder.tokenizer.decode(ids[:end], skip_special_tokens=True).strip())
