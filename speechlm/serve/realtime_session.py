@@ -140,15 +140,18 @@ class Session:
         if "format" in given:
             _format(given["format"], "session.audio.input.format")
             new["format"] = {"type": "audio/pcm", "rate": given["format"].get("rate", 24000)}
+        asked = self.model.task
         if "transcription" in given:
-            new["transcription"] = self._transcription(given["transcription"] or {})
+            new["transcription"], asked = self._transcription(given["transcription"] or {})
         if "turn_detection" in given:
             new["turn_detection"] = _turn_detection(given["turn_detection"], "session.audio.input.turn_detection")
         self.config["audio"]["input"] = new
+        self.model.task = asked  # only once every field of the update is valid
         self._configure()
         return [{"type": "session.updated", "event_id": new_id("event"), "session": self.config}]
 
-    def _transcription(self, t: dict) -> dict:
+    def _transcription(self, t: dict) -> tuple[dict, Task | None]:
+        """(the session's transcription settings, what each decode is asked: speechlm.inference.Task)."""
         where = "session.audio.input.transcription"
         model = t.get("model") or self.names[0]
         if model not in self.names:
@@ -166,9 +169,8 @@ class Session:
             raise BadEvent(str(e), "unsupported_language", f"{where}.language") from None
         # the decodes of the session's turns are asked as an HTTP request with these fields is (app._transcribe)
         asked = Task(code if self.engine.multilingual else None, "transcribe", prompt.strip() or None)
-        self.model.task = asked if asked != Task() else None
         shown = lang or (None if self.engine.multilingual else "en")
-        return {"model": model, "language": shown, "prompt": prompt}
+        return {"model": model, "language": shown, "prompt": prompt}, (asked if asked != Task() else None)
 
     # ------------------------------------------------------------------ audio
     def _new_item(self) -> None:
