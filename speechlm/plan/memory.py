@@ -84,7 +84,10 @@ def clip_tokens(cfg: Config, seconds: float, family=None) -> tuple[int, int]:
     """(sequence tokens, label tokens) of one clip of `seconds`; `family`: the run's encoder family."""
     family = family or encoder_family(cfg.model.audio_model_id)
     audio = family.audio_token_count(int(seconds * SAMPLE_RATE), cfg.model.projector_pool_stride)
-    labels = math.ceil(seconds * TEXT_TOKENS_PER_SECOND) + 1
+    # a language a byte-level BPE writes in many tokens (kana ~4x English's: docs/languages.md) sizes the
+    # worst clip when the config states the rates (model.tokens_per_second_by_language, from the shards)
+    rates = (getattr(cfg.model, "tokens_per_second_by_language", None) or {}).values()
+    labels = math.ceil(seconds * max([TEXT_TOKENS_PER_SECOND, *rates])) + 1
     return audio + PROMPT_TOKENS + labels, labels
 
 

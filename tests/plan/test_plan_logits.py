@@ -18,3 +18,19 @@ def test_production_logits_are_one_chunk_and_the_assumption_is_stated():
     assert step_memory(cfg, shapes, batch=1, world=1, clip_seconds=19.0)["logits"] == labels * 248320 * LOGIT_BYTES[2]
     kernels = assumed_kernels(shapes)
     assert "chunked torch" in kernels["fused_loss"] and "torch reference" in kernels["linear_attention"]
+
+
+def test_a_language_of_many_tokens_per_second_sizes_the_label_tokens():
+    """Japanese kana at ~22 of SmolLM2's tokens per second (docs/languages.md) against English's 3.5: the
+    planner sizes a clip by the largest rate the config states."""
+    cfg = load(Config, None, None, [])
+    _, english = clip_tokens(cfg, 10.0)
+    cfg.model.tokens_per_second_by_language = {"en": 5.1, "ja": 21.9}
+    seq_en = clip_tokens(load(Config, None, None, []), 10.0)[0]
+    seq, labels = clip_tokens(cfg, 10.0)
+    assert english == 36 and labels == 220 and seq - seq_en == labels - english
+    shapes = model_shapes(cfg)
+    assert (
+        step_memory(cfg, shapes, batch=8, world=1, clip_seconds=10.0)["activations"]
+        > step_memory(load(Config, None, None, []), shapes, batch=8, world=1, clip_seconds=10.0)["activations"]
+    )
