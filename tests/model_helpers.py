@@ -63,7 +63,7 @@ def train_steps(model, tcfg, b, steps=2):
     return model
 
 
-def trained_looking(encoder, decoder, bf16=True, lora_std=0.5, **training):
+def trained_looking(encoder, decoder, bf16=True, lora_std=0.5, model_dtype=None, **training):
     """A tiny twin whose adapter and projector are not at their init (LoRA B is zero at init, which
     would hide a lost adapter) and whose decoder does not end its turn at once (empty transcripts
     would hide any difference)."""
@@ -72,7 +72,9 @@ def trained_looking(encoder, decoder, bf16=True, lora_std=0.5, **training):
     from speechlm.model.build import build_model
 
     torch.manual_seed(0)
-    m = build_model(tiny_config(decoder=decoder, encoder=encoder, bf16=bf16, **training))
+    cfg = tiny_config(decoder=decoder, encoder=encoder, bf16=bf16, **training)
+    cfg.model.model_dtype = model_dtype or cfg.model.model_dtype
+    m = build_model(cfg)
     with torch.no_grad():
         for n, p in m.decoder.named_parameters():
             if "lora_B" in n:

@@ -6,10 +6,6 @@ pauses), and the stop rules stop where speechlm's do: the per-clip budget and th
 The model is a tiny random twin (vllm_helpers.tiny_folder): its texts are noise, which is what makes
 them a strict check (a lost adapter, projector or placeholder changes every token)."""
 
-import os
-import signal
-import socket
-import subprocess
 import time
 import urllib.request
 
@@ -18,7 +14,7 @@ import pytest
 import soundfile as sf
 
 from speechlm.inference import transcribe_waves
-from vllm_helpers import VLLM_PYTHON, run_vllm, tiny_folder, vllm_python
+from vllm_helpers import run_vllm, tiny_folder, vllm_python, vllm_server
 
 pytestmark = pytest.mark.slow
 
@@ -76,45 +72,12 @@ def test_vllm_generates_speechlms_text_and_stops_where_it_does(case):
     assert got["texts"] == transcribe_waves(model, [long])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(case):
-    port = _free_port()
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1")
-    env.pop("PYTHONPATH", None)
-    cmd = [str(VLLM_PYTHON.parent / "vllm"), "serve", str(case["folder"]), "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--served-model-name", "speechlm", "--max-model-len", "2048", "--enforce-eager"]
     # the served default this repo documents (short requests first); one sequence at a time makes the
     # order the engine takes requests in visible in their latencies (test_a_short_request_...)
-    cmd += ["--scheduling-policy", "priority", "--max-num-seqs", "1"]
-    log = open(case["folder"].parent / "serve.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 400
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise AssertionError(
-                        f"vllm serve did not start: {(case['folder'].parent / 'serve.log').read_text()[-4000:]}"
-                    ) from None
-                time.sleep(2)
+    with vllm_server(case["folder"], "--scheduling-policy", "priority", "--max-num-seqs", "1") as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the server's own process group (its engine process too)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
 
 
 def test_vllm_serve_answers_the_openai_client_with_speechlms_text(case, server):

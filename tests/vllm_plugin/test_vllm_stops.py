@@ -118,3 +118,38 @@ def test_a_multilingual_models_opening_is_taken_off_its_text(tmp_path):
     _, plain = tiny_folder(tmp_path / "en")
     g = load(plain)
     assert stops.cut_text(g, "language Spanish: hola") == "language Spanish: hola"
+
+
+def test_a_request_is_asked_its_language_task_and_context_as_speechlm_asks(tmp_path):
+    """The plugin's prompt for a language, task and context is speechlm's, with a pinned language's
+    opening given after it; the engine reads the pin back off the prompt, and the budget is speechlm's
+    (the pinned language's rate, the opening spending it)."""
+    from speechlm_vllm import stops
+    from speechlm_vllm.folder import load
+
+    rates = {"en": 4.0, "es": 9.0, "de": 6.0}
+    model, path = tiny_folder(
+        tmp_path / "ml", answer_language=True, languages=["en", "es", "de"], tokens_per_second_by_language=rates
+    )
+    f, cfg = load(path), model.cfg
+    for language, task, context in (
+        (None, "transcribe", None),
+        ("es", "transcribe", "hola"),
+        ("de", "translate", None),
+    ):
+        langs, given, [instruction] = model._asked(1, None, language, task, context)
+        prompt, opening = f.asked_ids(7, language, task, context)
+        assert prompt == text.prompt_ids(model.tokenizer, 7, instruction, cfg.audio_token, cfg.system_prompt)
+        assert opening == given[0] and bool(opening) == bool(language)
+        assert f.pinned(prompt + opening) == ((language, len(opening)) if language else (None, 0))
+        want = generation.token_budget(
+            [2.0], model.token_rates(langs), cfg.new_tokens_margin, cfg.max_new_tokens, [len(opening)]
+        )
+        assert stops.budget(f, 32000, language, len(opening)) == want[0]
+    assert (
+        f.asked_ids(7, "de", "translate")[1]
+        == model.tokenizer("language German to English:", add_special_tokens=False)["input_ids"]
+    )
+    _, plain = tiny_folder(tmp_path / "en")
+    g = load(plain)  # a model that lists no languages is asked none, as speechlm's server asks it
+    assert g.asked_ids(7, "es") == (g.prompt_ids(7), []) and g.languages == ["en"]

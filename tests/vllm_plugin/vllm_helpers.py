@@ -9,9 +9,14 @@ speaks Llama 3's template: turns end with <|eot_id|>, not the EOS; tiny/qwen3's 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import socket
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 from paths import REPO
@@ -45,10 +50,11 @@ def vllm_decoder(out: Path, twin: str = "llama3") -> str:
     return str(out)
 
 
-def tiny_folder(out: Path, encoder: str = "tiny/whisper", decoder: str = "llama3", **settings):
+def tiny_folder(out: Path, encoder: str = "tiny/whisper", decoder: str = "llama3", bf16: bool = True, **settings):
     """(the SpeechLM speechlm transcribes with, its self-contained folder): the tiny `encoder` twin, the
     decoder above (tiny/`decoder` reshaped) with a LoRA adapter, every trained part away from its init
-    (model_helpers), and the model settings `settings` (stop rules, pool stride) written into the folder.
+    (model_helpers), and the model settings `settings` (stop rules, pool stride) written into the folder;
+    `bf16=False`: fp32 (bf16 logits of a random twin tie often enough to flip a greedy token).
 
     The rows of tokens that decode to part of a character are zeroed in the (tied) embeddings, so the
     random model writes whole characters: vLLM's detokenizer holds back an unfinished character at the
@@ -58,7 +64,8 @@ def tiny_folder(out: Path, encoder: str = "tiny/whisper", decoder: str = "llama3
     from model_helpers import trained_looking
     from speechlm.model import from_pretrained, save_pretrained
 
-    live = trained_looking(encoder, vllm_decoder(out.parent / f"{out.name}-decoder", decoder))
+    decoder = vllm_decoder(out.parent / f"{out.name}-decoder", decoder)
+    live = trained_looking(encoder, decoder, bf16=bf16, model_dtype=None if bf16 else "float32")
     tok = live.tokenizer
     head = live._base_lm().get_output_embeddings().weight
     partial = [i for i in range(head.shape[0]) if "\ufffd" in tok.decode([i])]
@@ -90,3 +97,43 @@ def run_vllm(command: str, folder: Path, payload: dict, timeout: int = 600) -> d
     if not lines:
         raise AssertionError(f"vllm_side.py {command} gave no result:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return json.loads(lines[-1].removeprefix(mark))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def vllm_server(folder: Path, *args: str):
+    """`vllm serve FOLDER` on 127.0.0.1 (served name "speechlm", `args` added) until the block ends; its
+    URL. The server's log is serve.log beside the folder."""
+    port = _free_port()
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1")
+    env.pop("PYTHONPATH", None)
+    cmd = [str(VLLM_PYTHON.parent / "vllm"), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--served-model-name", "speechlm", "--max-model-len", "2048", "--enforce-eager", *args]
+    log = open(folder.parent / "serve.log", "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 400
+        while True:
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise AssertionError(
+                        f"vllm serve did not start: {(folder.parent / 'serve.log').read_text()[-4000:]}"
+                    ) from None
+                time.sleep(2)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server's own process group (its engine process too)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()

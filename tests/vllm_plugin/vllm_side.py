@@ -5,6 +5,8 @@
       -> {"windows": [{"text", "tokens"}] per clip (each clip one request, as SpeechLM.transcribe
           takes it), "texts": [text] per recording (the long-form cut, speechlm_vllm.offline.transcribe),
           "budgets": [exact budget] per clip, "placeholder_budgets": [the engine's] per clip}
+      with "asked": [{"language", "task", "context"}, ...] in the payload -> {"asked": [windows] per asking};
+      "dtype": vLLM's dtype (default "auto")
 """
 
 import json
@@ -21,10 +23,13 @@ def offline(folder: str, payload: dict) -> dict:
     from speechlm_vllm.folder import load
     from speechlm_vllm.offline import transcribe, transcribe_windows
 
-    llm = LLM(folder, max_model_len=2048, enforce_eager=True, limit_mm_per_prompt={"audio": 1}, seed=0)
+    dtype = payload.get("dtype", "auto")  # vLLM's "auto" runs an fp32 folder in a 16-bit type
+    llm = LLM(folder, max_model_len=2048, enforce_eager=True, limit_mm_per_prompt={"audio": 1}, seed=0, dtype=dtype)
     read = lambda p: sf.read(p, dtype="float32")[0]  # noqa: E731
     clips = [read(p) for p in payload["clips"]]
     f = load(folder)
+    if "asked" in payload:  # per asking ({"language", "task", "context"}), the clips' windows
+        return {"asked": [transcribe_windows(llm, clips, **a) for a in payload["asked"]]}
     return {
         "windows": transcribe_windows(llm, clips),
         "texts": transcribe(llm, [read(p) for p in payload["recordings"]]),

@@ -113,6 +113,45 @@ class Folder:
         s = self.settings
         return self.text.prompt_ids(self.tokenizer, n_audio, s.prompt, s.audio_token, s.system_prompt)
 
+    # ------------------------------------------------------------------ languages and tasks
+    @property
+    def languages(self) -> list[str]:
+        """The languages the model serves (its `languages`; a model that lists none: English)."""
+        return list(getattr(self.settings, "languages", None) or ["en"])
+
+    @property
+    def multilingual(self) -> bool:
+        return bool(getattr(self.settings, "languages", None))
+
+    def asked_ids(self, n_audio: int, language=None, task: str = "transcribe", context=None) -> tuple[list, list]:
+        """(the prompt of a clip asked `language`, `task` and `context`, the answer tokens given for it: a
+        pinned language's opening), as SpeechLM.transcribe asks (speechlm_core's Prompting._asked and
+        _prefix_ids); a model that lists no languages is asked none, as speechlm's server asks it."""
+        s = self.settings
+        language = language if self.multilingual else None
+        context = self.text.context_text(self.tokenizer, context, s.audio_token) if context else None
+        templates = getattr(s, "task_prompts", None)
+        instruction = self.text.task_prompt(s.prompt, task, language, None, templates, context)
+        prompt = self.text.prompt_ids(self.tokenizer, n_audio, instruction, s.audio_token, s.system_prompt)
+        given = []
+        if language and getattr(s, "answer_language", False):
+            opening = self.text.answer_prefix(language, "en" if task == self.text.TRANSLATE else None)
+            given = list(self.tokenizer(opening.strip(), add_special_tokens=False)["input_ids"])
+        return prompt, given
+
+    def pinned(self, prompt_ids: list[int]) -> tuple[str | None, int]:
+        """(the language whose opening a prompt ends with, its length in tokens), or (None, 0): what the
+        engine's stop rules need of a request built by `asked_ids` (its budget is that language's, and
+        the opening spends it)."""
+        if not getattr(self.settings, "answer_language", False):
+            return None, 0
+        for lang in self.languages:
+            for task in ("transcribe", self.text.TRANSLATE):
+                given = self.asked_ids(1, lang, task)[1]
+                if given and list(prompt_ids[-len(given) :]) == given:
+                    return lang, len(given)
+        return None, 0
+
     # ------------------------------------------------------------------ audio arithmetic
     @property
     def pool_stride(self) -> int:

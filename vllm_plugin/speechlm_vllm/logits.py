@@ -42,7 +42,8 @@ class SpeechLMStops(LogitsProcessor):
         n_audio = sum(1 for t in prompt_ids if t == self.folder.audio_token_id)
         if n_audio == 0:
             return None  # a text-only request: speechlm's rules are for clips
-        return _Request(stops.budget_for_placeholders(self.folder, n_audio), output_ids)
+        language, given = self.folder.pinned(list(prompt_ids))
+        return _Request(stops.budget_for_placeholders(self.folder, n_audio, language, given), output_ids)
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
         if self.folder is None:

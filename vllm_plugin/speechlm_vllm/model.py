@@ -183,17 +183,32 @@ class SpeechLMForVLLM(nn.Module, SupportsMultiModal, SupportsTranscription):
     def get_speech_to_text_config(cls, model_config, task_type: str) -> SpeechToTextConfig:
         # vLLM's own cut off (no energy window): server.py cuts every recording with the folder's long-form
         # cut; max_audio_clip_s is the window (vLLM joins several requests' texts only when it is set)
-        window = load(model_config.model).long_form().window_seconds
+        folder = load(model_config.model)
+        cls._folder_path = str(folder.path)  # the endpoint asks this once, before any request's language
+        window = folder.long_form().window_seconds
         return SpeechToTextConfig(
             sample_rate=SAMPLE_RATE, max_audio_clip_s=int(window), min_energy_split_window_size=None
         )
 
     @classmethod
+    def validate_language(cls, language: str | None) -> str | None:
+        """OpenAI's `language` as speechlm's server takes it: a language the folder lists (`es`, `es-ES`,
+        `spanish`), as its ISO 639-1 code; any other is refused naming what the model serves."""
+        path = getattr(cls, "_folder_path", None)
+        if language is None or path is None:
+            return language
+        return load(path).text.language_code(language, load(path).languages)  # ValueError: vLLM's 400
+
+    @classmethod
     def get_generation_prompt(cls, stt_params) -> TokensPrompt:
+        """speechlm's prompt for the request's language, task and `prompt` (context), a pinned language's
+        opening written after it (Folder.asked_ids), as SpeechLM.transcribe asks a clip."""
         folder = load(stt_params.model_config.model)
         cls._folder_path = str(folder.path)
+        task = "translate" if stt_params.task_type == "translate" else "transcribe"
+        prompt, given = folder.asked_ids(1, stt_params.language, task, stt_params.request_prompt or None)
         return TokensPrompt(
-            prompt_token_ids=folder.prompt_ids(1), multi_modal_data={"audio": (stt_params.audio, SAMPLE_RATE)}
+            prompt_token_ids=prompt + given, multi_modal_data={"audio": (stt_params.audio, SAMPLE_RATE)}
         )
 
     @classmethod

@@ -20,17 +20,19 @@ from . import stops
 from .folder import SAMPLE_RATE, load
 
 
-def requests(folder, waves: Sequence[np.ndarray]):
+def requests(folder, waves: Sequence[np.ndarray], language=None, task: str = "transcribe", context=None):
     """(prompts, sampling parameters) for clips that fit the encoder: one request per clip, greedy,
-    stopped at the end-of-turn token only (not the tokenizer's EOS, as speechlm) or by the stop rules."""
+    stopped at the end-of-turn token only (not the tokenizer's EOS, as speechlm) or by the stop rules;
+    each asked `language` (None: the model detects it), `task` and `context` as SpeechLM.transcribe asks."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    prompt = folder.prompt_ids(1)
+    prompt, given = folder.asked_ids(1, language, task, context)
+    language = language if folder.multilingual else None
     prompts, params = [], []
     for w in waves:
-        b = stops.budget(folder, len(w))
-        prompts.append(TokensPrompt(prompt_token_ids=prompt, multi_modal_data={"audio": (w, SAMPLE_RATE)}))
+        b = stops.budget(folder, len(w), language, len(given))
+        prompts.append(TokensPrompt(prompt_token_ids=prompt + given, multi_modal_data={"audio": (w, SAMPLE_RATE)}))
         params.append(
             SamplingParams(
                 temperature=0.0,
@@ -43,11 +45,11 @@ def requests(folder, waves: Sequence[np.ndarray]):
     return prompts, params
 
 
-def transcribe_windows(llm, waves: Sequence[np.ndarray]) -> list[dict]:
+def transcribe_windows(llm, waves: Sequence[np.ndarray], **asked) -> list[dict]:
     """Per clip (each at most the encoder's limit) {"text", "tokens"}: the text speechlm keeps, and the
-    new token ids before the loop cut."""
+    new token ids before the loop cut. `asked`: `requests`' language, task and context."""
     folder = load(llm.llm_engine.model_config.model)
-    prompts, params = requests(folder, waves)
+    prompts, params = requests(folder, waves, **asked)
     outs = llm.generate(prompts, params, use_tqdm=False)
     return [
         {"text": stops.text_of(folder, list(o.outputs[0].token_ids)), "tokens": list(o.outputs[0].token_ids)}
@@ -55,13 +57,14 @@ def transcribe_windows(llm, waves: Sequence[np.ndarray]) -> list[dict]:
     ]
 
 
-def transcribe(llm, waves: Sequence[np.ndarray], long_form=None) -> list[str]:
-    """Texts of recordings of any length (long_form: the folder's LongForm; default its defaults)."""
+def transcribe(llm, waves: Sequence[np.ndarray], long_form=None, **asked) -> list[str]:
+    """Texts of recordings of any length (long_form: the folder's LongForm; default its defaults); `asked`:
+    the language, task and context every window is asked (`requests`)."""
     folder = load(llm.llm_engine.model_config.model)
     lf = long_form or folder.long_form()
     spans = [folder.spans(np.asarray(w, dtype=np.float32), lf) for w in waves]
     pieces = [np.asarray(w[s:e], dtype=np.float32) for w, clip in zip(waves, spans) for s, e in clip]
-    texts = [o["text"] for o in transcribe_windows(llm, pieces)] if pieces else []
+    texts = [o["text"] for o in transcribe_windows(llm, pieces, **asked)] if pieces else []
     out, k = [], 0
     for clip in spans:
         out.append(folder.stitch.join(texts[k : k + len(clip)], lf.strategy))

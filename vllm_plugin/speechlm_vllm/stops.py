@@ -23,12 +23,16 @@ from .folder import SAMPLE_RATE, Folder
 EXTRA_KEY = "speechlm_budget"
 
 
-def budget(folder: Folder, num_samples: int) -> int:
-    """speechlm's budget of new tokens for a clip of `num_samples` (speechlm_generation.token_budget)."""
+def budget(folder: Folder, num_samples: int, language: str | None = None, given: int = 0) -> int:
+    """speechlm's budget of new tokens for a clip of `num_samples` (speechlm_generation.token_budget): the
+    rate of its pinned `language`, or the largest for one the model detects (Prompting.token_rates), less
+    the `given` tokens of a pin's opening, which spend it as generated ones do."""
     s = folder.settings
-    # the language is not asked here: the largest rate, as speechlm gives a clip whose language it detects
-    rate = max([s.tokens_per_second, *(getattr(s, "tokens_per_second_by_language", None) or {}).values()])
-    return folder.generation.token_budget([num_samples / SAMPLE_RATE], rate, s.new_tokens_margin, s.max_new_tokens)[0]
+    table = getattr(s, "tokens_per_second_by_language", None) or {}
+    most = max([s.tokens_per_second, *table.values()])
+    rate = table.get(language, most) if language else most
+    seconds = [num_samples / SAMPLE_RATE]
+    return folder.generation.token_budget(seconds, rate, s.new_tokens_margin, s.max_new_tokens, [given])[0]
 
 
 def longest_clip(folder: Folder, n_audio: int) -> int:
@@ -47,8 +51,8 @@ def longest_clip(folder: Folder, n_audio: int) -> int:
     return lo
 
 
-def budget_for_placeholders(folder: Folder, n_audio: int) -> int:
-    return budget(folder, longest_clip(folder, n_audio))
+def budget_for_placeholders(folder: Folder, n_audio: int, language: str | None = None, given: int = 0) -> int:
+    return budget(folder, longest_clip(folder, n_audio), language, given)
 
 
 def loop_end(folder: Folder, tokens: list[int]) -> int | None:
@@ -89,8 +93,8 @@ def text_of(folder: Folder, tokens: list[int]) -> str:
 
 def answer_text(folder: Folder, text: str) -> str:
     """The answer without the opening that names its language ("language Spanish: hola" -> "hola") for a
-    model trained to open with it (`answer_language`), as speechlm's text never holds it. The plugin asks no
-    language (vLLM's requests are prompted as a clip with none given), so the model names the one it hears."""
+    model trained to open with it (`answer_language`), as speechlm's text never holds it: a clip asked no
+    language names the one it hears (a pinned clip's opening is in its prompt, not in its output)."""
     if getattr(folder.settings, "answer_language", False):
         return folder.text.split_answer(text)[1]
     return text
