@@ -313,7 +313,8 @@ import json, sys
 from transformers import pipeline
 folder, paths = sys.argv[1], sys.argv[2:]
 asr = pipeline("automatic-speech-recognition", model=folder, trust_remote_code=True)
-asked = [{}, {"language": "es"}, {"language": "spanish", "task": "translate"}, {"language": "<|es|>"}]
+asked = [{}, {"language": "es"}, {"language": "spanish", "task": "translate"}, {"language": "<|es|>"},
+         {"language": "es", "prompt": "Anna y Leo"}]
 got = [[asr(p, generate_kwargs=kw)["text"] for p in paths] for kw in asked]
 got.append([r["text"] for r in asr(paths, generate_kwargs={"language": "es-ES", "task": "translate"})])
 refused = []
@@ -331,9 +332,9 @@ print(json.dumps({"texts": got, "refused": refused}))
 @pytest.mark.slow
 def test_the_pipeline_takes_whispers_language_and_task_without_speechlm(tmp_path, nospeechlm_python):
     """Issue 38: `generate_kwargs={"language": "es", "task": "translate"}` as Whisper's pipeline takes it
-    (codes, names, `<|es|>`), where speechlm can't be imported: the texts speechlm gives for that language
-    and task; a language the model does not list, another generate key, word times of a translation and
-    an unknown task are refused by name."""
+    (codes, names, `<|es|>`; `prompt` as context), where speechlm can't be imported: the texts speechlm
+    gives for that language, task and context; a language the model does not list, another generate key,
+    word times of a translation and an unknown task are refused by name."""
     from speechlm.inference import Task, transcribe_waves
 
     model = _trained_looking("tiny/whisper", "tiny/qwen3", bf16=False)
@@ -343,13 +344,14 @@ def test_the_pipeline_takes_whispers_language_and_task_without_speechlm(tmp_path
         sf.write(tmp_path / f"clip{i}.wav", w, 16000)
         paths.append(str(tmp_path / f"clip{i}.wav"))
     clips = [sf.read(p, dtype="float32")[0] for p in paths]
-    plain, pinned, translated = (
-        transcribe_waves(model, clips, task=t) for t in (None, Task("es"), Task("es", "translate"))
+    plain, pinned, translated, context = (
+        transcribe_waves(model, clips, task=t)
+        for t in (None, Task("es"), Task("es", "translate"), Task("es", "transcribe", "Anna y Leo"))
     )
     assert pinned != plain and translated != pinned  # the prompt each route asks shows in the texts
     folder = write_export(model, tmp_path / "hf")
     got = nospeechlm.run(nospeechlm_python, PIPELINE_LANGUAGES, str(folder), *paths, cwd=tmp_path)
-    assert got["texts"] == [plain, pinned, translated, pinned, translated]
+    assert got["texts"] == [plain, pinned, translated, pinned, context, translated]
     other, beams, words, task = got["refused"]
     assert "language 'ja' is not supported: this model serves en, es" in other
     assert "generate_kwargs num_beams: not taken by this model" in beams

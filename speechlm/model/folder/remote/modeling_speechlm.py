@@ -122,6 +122,7 @@ class SpeechLMForASR(PreTrainedModel):
         long_form: LongForm = DEFAULT_LONG_FORM,
         language: str | None = None,
         task: str = "transcribe",
+        prompt: str | None = None,
         **settings,
     ) -> list:
         """16 kHz mono float clips of any length -> transcripts, exactly as `speechlm transcribe` does
@@ -136,11 +137,13 @@ class SpeechLMForASR(PreTrainedModel):
         `language` (of every clip; `es`, `es-ES`, `spanish` or `<|es|>`, one the model lists) is pinned: the
         prompt states it and the answer is in it, never a translation; None: the model detects it. `task`:
         transcribe, translate (into English), or a task of the model's `task_prompts`. A model that lists
-        no languages is English only: English is asked of it as no language is, another is refused."""
+        no languages is English only: English is asked of it as no language is, another is refused.
+        `prompt`: context, as OpenAI's `prompt` is for Whisper (earlier words, names, spellings), after the
+        instruction in the user turn, as `speechlm transcribe --prompt` asks it."""
         lf = replace(long_form, **settings).capped(self.model.family.max_seconds)
         waves = check_clips(waves)  # a bad clip (no samples, NaN, not mono) named before any is transcribed
         min_samples = self.model.features.min_samples
-        asked = self._asked(language, task)
+        asked = self._asked(language, task, prompt)
         if not timestamps:
             run = lambda batch: self.model.transcribe(batch, max_new_tokens=max_new_tokens, **asked)  # noqa: E731
             return transcribe_long(run, waves, lf, batch_size, min_samples)
@@ -148,16 +151,20 @@ class SpeechLMForASR(PreTrainedModel):
         spans, outs = transcribe_windows(run, waves, lf, batch_size, min_samples)
         return [timed_clip(sp, out, lf.strategy, w) for sp, out, w in zip(spans, outs, waves)]
 
-    def _asked(self, language, task: str) -> dict:
-        """SpeechLM.transcribe's `language` and `task` for a call's (as `speechlm transcribe` and the server
-        ask them); none for plain transcription, so the prompt is the one the model was trained on."""
+    def _asked(self, language, task: str, prompt: str | None = None) -> dict:
+        """SpeechLM.transcribe's `language`, `task` and `context` for a call's (as `speechlm transcribe` and
+        the server ask them); none for plain transcription, so the prompt is the one the model was trained on."""
+        if prompt is not None and not isinstance(prompt, str):
+            raise ValueError(f"prompt must be text (the context for every clip), got {type(prompt).__name__}")
+        context = {"context": prompt} if prompt and prompt.strip() else {}
         if language is not None and not isinstance(language, str):
             raise ValueError(f"language must be one language for every clip (a string), got {language!r}")
         served = list(getattr(self.model.cfg, "languages", None) or [])
         code = None if language is None else language_code(language, served or ["en"])
         if not served:
             code = None  # an English-only model was trained on prompts that state no language
-        return {} if code is None and task == "transcribe" else {"language": code, "task": task}
+        asked = {} if code is None and task == "transcribe" else {"language": code, "task": task}
+        return asked | context
 
     def stream(self, settings: StreamSettings = DEFAULT_STREAM_SETTINGS, **fields) -> Streamer:
         """A live stream on this model, speechlm's own (`speechlm transcribe --live` and the server run

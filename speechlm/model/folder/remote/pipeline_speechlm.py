@@ -10,7 +10,8 @@
 
 `generate_kwargs` takes what Whisper's pipeline takes for these: `language` (ISO 639-1 `es`, `es-ES`, its
 English name or Whisper's `<|es|>`; one the model lists; none: the model detects it), `task` (transcribe,
-translate, or a task of the model's own) and `max_new_tokens`; any other key is refused by name (this
+translate, or a task of the model's own) and `max_new_tokens`, and `prompt`: context as text (earlier
+words, names, spellings; Whisper's takes it as `prompt_ids`); any other key is refused by name (this
 model decodes greedily, with its own stopping rules).
 
 Audio of any length: cut at its pauses into segments of speech, silence left out, none longer than
@@ -35,12 +36,13 @@ from .speechlm_longform import LongForm
 
 # keywords passed on to SpeechLMForASR.transcribe (the long-form cut and the token budget)
 FORWARD_KEYS = ("max_new_tokens", *(f.name for f in fields(LongForm)))
-# Whisper's pipeline's generate_kwargs this model takes (SpeechLMForASR.transcribe's language and task)
-GENERATE_KEYS = ("language", "task", "max_new_tokens")
+# Whisper's pipeline's generate_kwargs this model takes (SpeechLMForASR.transcribe's language and task; its
+# prompt as text, where Whisper's takes `prompt_ids`)
+GENERATE_KEYS = ("language", "task", "prompt", "max_new_tokens")
 
 
 def _generate_kwargs(generate_kwargs: dict | None) -> dict:
-    """`generate_kwargs`' language, task and max_new_tokens; ValueError naming any other key."""
+    """`generate_kwargs`' language, task, prompt and max_new_tokens; ValueError naming any other key."""
     given = dict(generate_kwargs or {})
     other = sorted(set(given) - set(GENERATE_KEYS))
     if other:
