@@ -289,7 +289,7 @@ def test_a_second_ctrl_c_exits_at_once(twin, clips, tmp_path):
         server.stop()
     assert took < 2, took  # not the 60 s of the default --shutdown-timeout
     cut = [r for r in answers if r.status_code != 200]
-    assert len(answers) == 8 and cut and all(r.json()["error"]["code"] == "shutting_down" for r in cut)
+    assert len(answers) == 4 and cut and all(r.json()["error"]["code"] == "shutting_down" for r in cut)
 
 
 # ---------------------------------------------------------------------------- a worker that dies anyway
