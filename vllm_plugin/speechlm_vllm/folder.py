@@ -143,14 +143,21 @@ class Folder:
         """(the language whose opening a prompt ends with, its length in tokens), or (None, 0): what the
         engine's stop rules need of a request built by `asked_ids` (its budget is that language's, and
         the opening spends it)."""
-        if not getattr(self.settings, "answer_language", False):
-            return None, 0
-        for lang in self.languages:
-            for task in ("transcribe", self.text.TRANSLATE):
-                given = self.asked_ids(1, lang, task)[1]
-                if given and list(prompt_ids[-len(given) :]) == given:
-                    return lang, len(given)
+        for lang, given in self._openings:
+            if list(prompt_ids[-len(given) :]) == given:
+                return lang, len(given)
         return None, 0
+
+    @functools.cached_property
+    def _openings(self) -> list[tuple[str, list[int]]]:
+        """(language, a pin's opening ids) for every listed language, transcription and translation: made
+        once per folder, not per request (the engine reads every request's pin off its prompt)."""
+        if not getattr(self.settings, "answer_language", False):
+            return []
+        pairs = [
+            (lang, self.asked_ids(1, lang, task)[1]) for lang in self.languages for task in ("transcribe", "translate")
+        ]
+        return [(lang, given) for lang, given in pairs if given]
 
     # ------------------------------------------------------------------ audio arithmetic
     @property
