@@ -122,6 +122,11 @@ LANGUAGE_NOTE = " The speech is in {language}."
 # after "language German:" the training answers go on in German only: a pin cannot be read as a request
 # to translate (docs/languages.md, "The answer's opening")
 ANSWER_LANGUAGE = re.compile(r"^language ([A-Za-z][A-Za-z ]*?)(?: to [A-Za-z][A-Za-z ]*?)?:\s*")
+# audio with no speech (silence, noise, music) is answered "language None:" and nothing after it, as
+# Qwen3-ASR answers it: the first answer token is always "language", and the model tells speech from none
+# where it tells languages apart. Without it, a model asked no language opened non-speech with a language
+# and went on with made-up text (docs/languages.md, "Audio with no speech")
+NO_SPEECH = "None"
 
 
 # a caller's context (OpenAI's `prompt`: earlier words, names, spellings) rides in the user turn after the
@@ -207,18 +212,36 @@ def task_prompt(
     return out
 
 
-def answer_prefix(language: str, target: str | None = None) -> str:
+def answer_prefix(language: str | None, target: str | None = None) -> str:
     """The opening of a detect-or-pin answer that names `language` ("language Spanish: "), and the
-    `target` language of a translation ("language Spanish to English: ")."""
+    `target` language of a translation ("language Spanish to English: "); for None, that of audio with
+    no speech ("language None:", the whole answer)."""
+    if language is None:
+        return f"language {NO_SPEECH}:"
     names = language_names()
     into = f" to {names[check_language(target, 'target language')].title()}" if target else ""
     return f"language {names[check_language(language)].title()}{into}: "
 
 
 def split_answer(answer: str) -> tuple[str | None, str]:
-    """(the ISO 639-1 code of the language an answer opens with, or None; the rest of the answer)."""
-    m = ANSWER_LANGUAGE.match(answer)
-    codes = {name: code for code, name in language_names().items()}
-    if m is None or m.group(1).lower() not in codes:
+    """(the ISO 639-1 code of the language an answer opens with, or None; the rest of the answer). An
+    answer that says it heard no speech ("language None: ...") is (None, the rest)."""
+    m = _opening(answer)
+    if m is None:
         return None, answer.strip()
-    return codes[m.group(1).lower()], answer[m.end() :].strip()
+    return _codes().get(m.group(1).lower()), answer[m.end() :].strip()
+
+
+def opens(answer: str) -> bool:
+    """Whether `answer` begins with a whole opening: a language's, or the no-speech one."""
+    return _opening(answer) is not None
+
+
+def _opening(answer: str):
+    m = ANSWER_LANGUAGE.match(answer)
+    names = m and m.group(1).lower()
+    return m if names and (names in _codes() or names == NO_SPEECH.lower()) else None
+
+
+def _codes() -> dict[str, str]:
+    return {name: code for code, name in language_names().items()}

@@ -29,6 +29,7 @@ class Languages:
     templates: dict = field(default_factory=dict)
     answer_language: bool = False
     dropout: float = 0.0
+    served: tuple = ()  # model.languages: what a caller may pin on audio with no speech
 
     def turns(self, sample: dict, prompt: str) -> tuple[str, str]:
         """(the instruction, the answer) of a clip: a clip with no language and task `transcribe` is
@@ -37,13 +38,23 @@ class Languages:
         answer = sample["text"] if task == text.TRANSCRIBE else sample.get("target_text", "")
         if task != text.TRANSCRIBE and not answer:
             raise ValueError(f"clip {sample.get('id')}: task {task} has no target_text")
-        stated = language if language and not self.dropped(str(sample.get("id", ""))) else None
+        clip_id = str(sample.get("id", ""))
+        if self.no_speech(sample) and self.served and not self.dropped(clip_id):
+            # a caller may pin a language on silence too: its answer is the pin's opening and nothing more
+            language = self.served[zlib.crc32(clip_id.encode(), 1) % len(self.served)]
+        stated = language if language and not self.dropped(clip_id) else None
         target = sample.get("target_language")
         instruction = text.task_prompt(prompt, task, stated, target, self.templates)
-        if self.answer_language and language:
+        if self.answer_language and (language or self.no_speech(sample)):
             into = (target or "en") if task == text.TRANSLATE else None
-            answer = text.answer_prefix(language, into) + answer
+            answer = (text.answer_prefix(language, into) + answer).strip()
         return instruction, answer
+
+    def no_speech(self, sample: dict) -> bool:
+        """A clip of no speech: no language, nothing to transcribe (silence, noise: the demo's non-speech).
+        With `answer_language` it is answered "language None:" when asked no language (text.NO_SPEECH)."""
+        task = sample.get("task", text.TRANSCRIBE)
+        return not sample.get("language") and not sample.get("text") and task == text.TRANSCRIBE
 
     def spoken(self, sample: dict) -> str | None:
         """What the CTC head aligns to a clip whose answer is not what was said (a translation, or a task
@@ -100,7 +111,9 @@ class Collator:
             family=family,
             pool_stride=m.projector_pool_stride,
             system_prompt=m.system_prompt,
-            languages=Languages({**tasks.templates(), **m.task_prompts}, m.answer_language, m.language_dropout),
+            languages=Languages(
+                {**tasks.templates(), **m.task_prompts}, m.answer_language, m.language_dropout, tuple(m.languages)
+            ),
         )
 
     def prompt_ids(self, n_audio: int, instruction: str | None = None) -> list[int]:

@@ -40,12 +40,12 @@ class Prompting:
         """An answer of a model that opens with the language: the opening's tokens taken off its text and
         ids (word times align the rest), the language it names kept as "language"."""
         ids = answer["ids"]
-        if text.split_answer(answer["text"])[0] is None:
+        if not text.opens(answer["text"]):
             return dict(answer, language=pinned)
         for k in range(1, len(ids) + 1):  # the opening's tokens: as many as the tokenizer cuts it into
-            lang, _ = text.split_answer(self.tokenizer.decode(ids[:k], skip_special_tokens=True))
-            if lang is not None:
-                rest = ids[k:]
+            opening = self.tokenizer.decode(ids[:k], skip_special_tokens=True)
+            if text.opens(opening):
+                lang, rest = text.split_answer(opening)[0], ids[k:]
                 words = self.tokenizer.decode(rest, skip_special_tokens=True).strip()
                 return dict(answer, ids=rest, text=words, language=lang)
         return dict(answer, language=pinned)

@@ -91,6 +91,35 @@ def test_the_answer_opens_with_the_language_and_a_pin_is_its_prefix(tok):
     assert text.split_answer("hola") == (None, "hola")
 
 
+def test_no_speech_is_answered_language_none_or_a_pins_opening_alone(tok):
+    """Non-speech (no language, no text): asked no language, "language None:" and the end of the turn, as
+    Qwen3-ASR answers it; asked one (a pin a caller may put on silence), that language's opening alone."""
+    c = collator(tok, answer_language=True, dropout=0.5, served=("es", "de"))
+    silent = [{"id": f"noise-{i}", "text": ""} for i in range(40)]
+    b = batch(c, silent)
+    got = [turns(tok, b, i) for i in range(len(silent))]
+    none = [a for p, a in got if "speech is in" not in p]
+    pinned = [(p, a) for p, a in got if "speech is in" in p]
+    assert none and pinned  # both kinds, by the clip's fixed dropout draw
+    assert set(none) == {"language None:"}
+    for p, a in pinned:
+        name = a.removeprefix("language ").removesuffix(":")
+        assert name in ("Spanish", "German") and f"The speech is in {name}." in p, (p, a)
+    assert {a for _, a in pinned} == {"language Spanish:", "language German:"}
+    # every answer's last token is the end of the turn, right after the colon
+    eot = text.end_of_turn_id(tok)
+    for i in range(len(silent)):
+        answer = [int(t) for t in b["labels"][i] if t != IGNORE]
+        assert answer[-1] == eot and tok.decode(answer[-2:-1]).endswith(":")
+    # a model not trained to open with the language keeps the empty answer
+    plain = batch(collator(tok), silent[:2])
+    assert [turns(tok, plain, i)[1] for i in range(2)] == ["", ""]
+    # reading answers: the no-speech opening names no language and leaves no text
+    assert text.split_answer("language None:") == (None, "")
+    assert text.opens("language None:") and text.opens("language French: oui") and not text.opens("language None")
+    assert not text.opens("language Klingon: hola") and not text.opens("hola")
+
+
 def test_a_share_of_prompts_leaves_the_language_out():
     lang = Languages(dict(text.TASK_TEMPLATES), dropout=0.3)
     ids = [f"clip-{i}" for i in range(2000)]

@@ -110,10 +110,14 @@ def test_a_multilingual_models_opening_is_taken_off_its_text(tmp_path):
 
     model, path = tiny_folder(tmp_path / "ml", answer_language=True, languages=["en", "es"])
     f = load(path)
-    for answer in ("language Spanish: hola a todos", "hola a todos", "language Klingon: hola"):
+    for answer in ("language Spanish: hola a todos", "hola a todos", "language Klingon: hola", "language None:"):
         ids = f.tokenizer(answer, add_special_tokens=False)["input_ids"]
         want = model._language_opened({"ids": ids, "text": f.tokenizer.decode(ids).strip()}, None)["text"]
         assert stops.text_of(f, ids) == stops.cut_text(f, answer) == want
+    # audio the model hears no speech in: the no-speech opening and no text, no language (text.NO_SPEECH)
+    ids = f.tokenizer("language None:", add_special_tokens=False)["input_ids"]
+    said = model._language_opened({"ids": ids, "text": "language None:"}, None)
+    assert (said["text"], said["ids"], said["language"]) == ("", [], None)
     assert stops.text_of(f, f.tokenizer("language Spanish: hola", add_special_tokens=False)["input_ids"]) == "hola"
     _, plain = tiny_folder(tmp_path / "en")
     g = load(plain)
