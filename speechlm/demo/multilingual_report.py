@@ -205,6 +205,11 @@ def passes(model, shards: Path, split: str = "test", batch_size: int = 16) -> li
         rows[i]["pinned"] = o["text"]
     for r, o in zip(rows, _decode(model, waves, None, "transcribe", batch_size)):
         r["detected"], r["detected_language"] = o["text"], o.get("language")
+    silent, served = [i for i, r in enumerate(rows) if not r["language"]], list(model.cfg.languages)
+    if silent and served:  # a caller may pin a language on silence too: each clip pinned to one in turn
+        asked = [served[k % len(served)] for k in range(len(silent))]
+        for i, o in zip(silent, _decode(model, [waves[i] for i in silent], asked, "transcribe", batch_size)):
+            rows[i]["pinned"] = o["text"]
     tr = [i for i in speech if rows[i]["part"] == "translate"]
     outs = _decode(model, [waves[i] for i in tr], [rows[i]["language"] for i in tr], "translate", batch_size)
     for i, o in zip(tr, outs):
@@ -269,6 +274,9 @@ def figures(rows: list[dict]) -> dict:
     ns = [r for r in rows if not r["language"]]
     if ns:
         out["nonspeech_empty_share"] = sum(not r["detected"].strip() for r in ns) / len(ns)
+        pinned = [r for r in ns if "pinned" in r]
+        if pinned:
+            out["nonspeech_pinned_empty_share"] = sum(not r["pinned"].strip() for r in pinned) / len(pinned)
     return out
 
 
@@ -295,5 +303,7 @@ def summary_lines(fig: dict) -> list[str]:
             f"BLEU {t['bleu']:.1f} ({t['word_by_word_bleu']:.1f}) on {t['clips']} clips"
         )
     if "nonspeech_empty_share" in fig:
-        lines.append(f"held-out nonspeech: {100 * fig['nonspeech_empty_share']:.1f}% answered with nothing")
+        pinned = fig.get("nonspeech_pinned_empty_share")
+        also = f" ({100 * pinned:.1f}% with a language pinned)" if pinned is not None else ""
+        lines.append(f"held-out nonspeech: {100 * fig['nonspeech_empty_share']:.1f}% answered with nothing{also}")
     return lines

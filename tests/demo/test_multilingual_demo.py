@@ -168,6 +168,7 @@ def test_short_multilingual_demo_writes_its_report(tmp_path):
         assert {"seen", "unseen", "random"} <= set(v) and v["pinned_clips"] == 6, (lang, v)
     assert set(fig["translate"]) == {"es"} and fig["translate"]["es"]["clips"] == 1
     assert 0.0 <= fig["nonspeech_empty_share"] <= 1.0 and "lid" in fig
+    assert 0.0 <= fig["nonspeech_pinned_empty_share"] <= 1.0  # the non-speech clips pinned to es, en in turn
     report = json.loads((Path(out["run_dir"]) / "multilingual_report.json").read_text())
     assert len(report["rows"]) == 2 * 6 + 2 and report["figures"]["languages"] == fig["languages"]
     assert len(out["eval_loss"]) == 2 and Path(out["plots"][0]).is_file()
