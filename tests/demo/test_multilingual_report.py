@@ -111,14 +111,14 @@ def test_figures_from_rows():
     assert fig["lid"]["lid/es"] == pytest.approx(2 / 3) and fig["lid"]["lid"] == pytest.approx(5 / 6)
     assert fig["translate"]["es"]["chrf"] == pytest.approx(100) and fig["translate"]["es"]["clips"] == 1
     assert fig["translate"]["es"]["word_by_word_chrf"] < 100
-    assert fig["nonspeech_empty_share"] == 0.5
+    assert fig["nonspeech_empty_share"] == 0.5 and fig["nonspeech_pinned_empty_share"] == 1.0
     # random orders against English's: es 0 of 3 words wrong against en's 1 of 3; no ja random part
     assert fig["random_vs_english"] == {"es": 0.0}
     lines = multilingual_report.summary_lines(fig)
     assert lines[1].split()[:2] == ["en", "WER"] and "1 of 3" in lines[2] and lines[3].split()[1] == "CER"
     assert any(x.startswith("language ID (no language given): 83.3%") for x in lines)
     assert "random orders against English's (goal <= 1.5x): es 0.00x" in lines
-    assert lines[-1] == "held-out nonspeech: 50.0% answered with nothing"
+    assert lines[-1] == "held-out nonspeech: 50.0% answered with nothing (100.0% with a language pinned)"
 
 
 def test_languages_are_checked_naming_the_option():
