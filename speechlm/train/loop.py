@@ -21,7 +21,7 @@ from transformers import set_seed
 
 from speechlm import config as config_mod
 from speechlm.config import Config, ConfigError, TrainingConfig
-from speechlm.data import token_rates
+from speechlm.data import ctc_fit, token_rates
 from speechlm.data.augment import Augmenter
 from speechlm.model.build import build_model, make_loss, trainable_parts
 from speechlm.model.encoders import family_for
@@ -85,6 +85,9 @@ class Trainer:
         run = self._resolve(resume)
         self.model = build_model(run.cfg, family=self.family)
         token_rates.fill(self.model, run.cfg.data.train)  # a multilingual model's budget per language
+        t = run.cfg.training
+        if self.rank == 0 and (t.ctc_warmup_steps > 0 or t.ctc_weight > 0):
+            ctc_fit.check(self.model, run.cfg.data.train)  # logs the clips CTC cannot align, per language
         exact = None
         if self.init is not None and resume is None:  # a resumed run has its trained weights in the checkpoint
             exact = init_from.load_into(self.model, *self.init)
