@@ -80,3 +80,23 @@ def ids_collate(samples: list[dict]) -> dict:
         "num_samples": [len(s["audio"]) for s in samples],
         "text": [s["text"] for s in samples],
     }
+
+
+def language_shards(root, rows):
+    """Shards of tones labelled with language and text: rows of (text, language, seconds), one clip each,
+    through a manifest source with a `language_column` (issue 38's per-row language)."""
+    import soundfile as sf
+
+    from speechlm.shard import NormalizeConfig, OutputConfig, ShardRecipe, Source, build
+
+    lines = []
+    for i, (said, lang, seconds) in enumerate(rows):
+        t = np.arange(int(16000 * seconds)) / 16000
+        sf.write(root / f"{i}.wav", (0.2 * np.sin(2 * np.pi * (200 + 30 * i) * t)).astype(np.float32), 16000)
+        lines.append(json.dumps({"audio": f"{i}.wav", "text": said, "locale": lang}, ensure_ascii=False) + "\n")
+    (root / "train.jsonl").write_text("".join(lines))
+    src = Source(
+        name="ml", kind="manifest", path=str(root), splits={"train": ["train.jsonl"]}, language_column="locale"
+    )
+    recipe = ShardRecipe(name="ml", sources=[src], normalize=NormalizeConfig(truecase=False), output=OutputConfig())
+    return build(recipe, root / "out", workers=1)

@@ -5,20 +5,17 @@ says which stride would fit them, rather than leaving them silent (kana at strid
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
-import soundfile as sf
 
+from data_helpers import language_shards
 from speechlm import text
 from speechlm.config import DataSet
 from speechlm.data import ctc_fit
 from speechlm.model import ids as model_ids
 from speechlm.model.encoders import family_for
-from speechlm.shard import NormalizeConfig, OutputConfig, ShardRecipe, Source, build
 
 KANA = "いぬ が こうえん を はしる ねこ が いぬ を みる"
 ROWS = [  # (text, language, seconds): the kana clips are short for their tokens, as fast speech is
@@ -32,18 +29,8 @@ ROWS = [  # (text, language, seconds): the kana clips are short for their tokens
 
 @pytest.fixture(scope="module")
 def sets(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fit")
-    rows = []
-    for i, (said, lang, seconds) in enumerate(ROWS):
-        t = np.arange(int(16000 * seconds)) / 16000
-        sf.write(root / f"{i}.wav", (0.2 * np.sin(2 * np.pi * (200 + 30 * i) * t)).astype(np.float32), 16000)
-        rows.append({"audio": f"{i}.wav", "text": said, "locale": lang})
-    (root / "train.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    src = Source(
-        name="ml", kind="manifest", path=str(root), splits={"train": ["train.jsonl"]}, language_column="locale"
-    )
-    recipe = ShardRecipe(name="ml", sources=[src], normalize=NormalizeConfig(truecase=False), output=OutputConfig())
-    return [DataSet(path=str(build(recipe, root / "out", workers=1)), split="train")]
+    shards = language_shards(tmp_path_factory.mktemp("fit"), ROWS)
+    return [DataSet(path=str(shards), split="train")]
 
 
 @functools.cache

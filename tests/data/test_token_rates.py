@@ -4,19 +4,17 @@ generation budget takes one rate per clip (its language's; the largest for a lan
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import soundfile as sf
 
+from data_helpers import language_shards
 from speechlm import text
 from speechlm.config import ConfigError, DataSet
 from speechlm.data import token_rates
 from speechlm.model import generation
 from speechlm.model import ids as model_ids
-from speechlm.shard import NormalizeConfig, OutputConfig, ShardRecipe, Source, build
 
 ROWS = [  # (text, language, seconds)
     ("hola a todos", "es", 1.0),
@@ -29,18 +27,8 @@ ROWS = [  # (text, language, seconds)
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
-    root = tmp_path_factory.mktemp("rates")
-    rows = []
-    for i, (said, lang, seconds) in enumerate(ROWS):
-        t = np.arange(int(16000 * seconds)) / 16000
-        sf.write(root / f"{i}.wav", (0.2 * np.sin(2 * np.pi * (200 + 30 * i) * t)).astype(np.float32), 16000)
-        rows.append({"audio": f"{i}.wav", "text": said, "locale": lang})
-    (root / "train.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    src = Source(
-        name="ml", kind="manifest", path=str(root), splits={"train": ["train.jsonl"]}, language_column="locale"
-    )
-    recipe = ShardRecipe(name="ml", sources=[src], normalize=NormalizeConfig(truecase=False), output=OutputConfig())
-    return build(recipe, root / "out", workers=1)
+    shards = language_shards(tmp_path_factory.mktemp("rates"), ROWS)
+    return shards
 
 
 @pytest.fixture(scope="module")
