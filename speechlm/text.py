@@ -12,6 +12,7 @@ answer; templates that don't know the flag ignore it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import weakref
@@ -243,5 +244,7 @@ def _opening(answer: str):
     return m if names and (names in _codes() or names == NO_SPEECH.lower()) else None
 
 
+@functools.cache
 def _codes() -> dict[str, str]:
+    """English name -> ISO 639-1 code, built once: every answer's opening is read with it."""
     return {name: code for code, name in language_names().items()}

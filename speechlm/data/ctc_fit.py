@@ -26,16 +26,21 @@ def needed_frames(ids: list[int]) -> int:
     return len(ids) + sum(a == b for a, b in zip(ids, ids[1:]))
 
 
-def misfits(model, clips: list[tuple[str, float]], language: str, stride: int) -> int:
-    """How many of the (transcript, seconds) clips of `language` have more CTC target tokens than frames
-    at projector stride `stride`. The target is the answer the collator writes: with
-    `model.answer_language` the language's opening, then the transcript."""
+def needs(model, clips: list[tuple[str, float]], language: str) -> list[tuple[int, int]]:
+    """Per (transcript, seconds) clip of `language`: (its samples, the frames its CTC target needs). The
+    target is the answer the collator writes: with `model.answer_language` the language's opening, then
+    the transcript."""
     opening = text.answer_prefix(language) if getattr(model.cfg, "answer_language", False) else ""
-    bad = 0
+    out = []
     for said, seconds in clips:
         ids = model.tokenizer((opening + said).strip(), add_special_tokens=False)["input_ids"]
-        bad += model.family.audio_token_count(int(seconds * SAMPLE_RATE), stride) < needed_frames(ids)
-    return bad
+        out.append((int(seconds * SAMPLE_RATE), needed_frames(ids)))
+    return out
+
+
+def misfits(model, needed: list[tuple[int, int]], stride: int) -> int:
+    """How many of the clips (`needs`) have fewer frames at projector stride `stride` than they need."""
+    return sum(model.family.audio_token_count(samples, stride) < need for samples, need in needed)
 
 
 def check(model, sets, per_language: int = token_rates.PER_LANGUAGE) -> dict[str, tuple[int, int]]:
@@ -44,9 +49,10 @@ def check(model, sets, per_language: int = token_rates.PER_LANGUAGE) -> dict[str
     stride = int(model.cfg.projector_pool_stride)
     out = {}
     for language, clips in sorted(token_rates.sample(sets, per_language).items()):
-        out[language] = (misfits(model, clips, language, stride), len(clips))
+        needed = needs(model, clips, language)  # tokenized once, compared at every stride
+        out[language] = (misfits(model, needed, stride), len(clips))
         if out[language][0]:
-            fits = next((s for s in range(stride - 1, 0, -1) if not misfits(model, clips, language, s)), None)
+            fits = next((s for s in range(stride - 1, 0, -1) if not misfits(model, needed, s)), None)
             per_second = model.family.audio_token_count(SAMPLE_RATE * 10, stride) / 10
             log.warning(
                 "CTC: %d of %d sampled %s clips have more target tokens than audio frames at "
