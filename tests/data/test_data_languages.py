@@ -93,7 +93,8 @@ def test_the_answer_opens_with_the_language_and_a_pin_is_its_prefix(tok):
 
 def test_no_speech_is_answered_language_none_or_a_pins_opening_alone(tok):
     """Non-speech (no language, no text): asked no language, "language None:" and the end of the turn, as
-    Qwen3-ASR answers it; asked one (a pin a caller may put on silence), that language's opening alone."""
+    Qwen3-ASR answers it; asked one (a pin a caller may put on silence), that language's opening alone,
+    while the CTC head aligns the no-speech opening to it either way (nothing was said in a language)."""
     c = collator(tok, answer_language=True, dropout=0.5, served=("es", "de"))
     silent = [{"id": f"noise-{i}", "text": ""} for i in range(40)]
     b = batch(c, silent)
@@ -111,6 +112,9 @@ def test_no_speech_is_answered_language_none_or_a_pins_opening_alone(tok):
     for i in range(len(silent)):
         answer = [int(t) for t in b["labels"][i] if t != IGNORE]
         assert answer[-1] == eot and tok.decode(answer[-2:-1]).endswith(":")
+    # what the CTC head aligns is what was said: no language, pinned or not
+    said = {tok.decode([int(t) for t in row if t != IGNORE][:-1]) for row in b["ctc_labels"]}
+    assert said == {"language None:"}
     # a model not trained to open with the language keeps the empty answer
     plain = batch(collator(tok), silent[:2])
     assert [turns(tok, plain, i)[1] for i in range(2)] == ["", ""]
