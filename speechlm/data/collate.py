@@ -59,8 +59,9 @@ class Languages:
     def spoken(self, sample: dict) -> str | None:
         """What the CTC head aligns to a clip whose answer is not what was said (a translation, or a task
         of one's own whose clip has a transcript): its transcript, opened like its answer; for non-speech
-        pinned to a language, the no-speech opening; None when the answer is the transcript. CTC aligns sound to text in order, so an English translation of French
-        speech would teach the projector English embeddings for French sound."""
+        pinned to a language, the no-speech opening; None when the answer is the transcript. CTC aligns
+        sound to text in order, so an English translation of French speech would teach the projector
+        English embeddings for French sound."""
         task, words = sample.get("task", text.TRANSCRIBE), sample.get("text")
         if self.no_speech(sample):
             # a pin on silence is answered with the pin's opening, but the sound holds no language: taught

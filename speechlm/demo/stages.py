@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from speechlm.config import REPO_ROOT, ConfigError, load
 from speechlm.model import pretrained
 from speechlm.scoring import by_part
 from speechlm.train import plots
+from speechlm.train.signals import STOP_SIGNALS
 
 
 def _summary(shards: Path) -> str:
@@ -75,6 +77,19 @@ def convert_weights(args, stage: str = "2/6") -> None:
             print(f"{model_id}: {pretrained.resolve(model_id)}", flush=True)
 
 
+def run_forwarding(cmd: list[str], env: dict) -> int:
+    """Run `cmd` to its end with SIGTERM and SIGUSR1 passed on to it: the trainer saves its pre-emption
+    checkpoint and exits 143 or 138. A demo stopped by a signal (`kill`, a scheduler) would otherwise
+    die alone and leave its trainer running on, unseen, holding the machine's cores."""
+    proc = subprocess.Popen(cmd, env=env)
+    previous = {s: signal.signal(s, lambda signum, _: proc.send_signal(signum)) for s in STOP_SIGNALS}
+    try:
+        return proc.wait()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 def train(args, shards: Path, stage: str = "3/6") -> Path:
     """Stage 3: the trainer in its own process (`launch/train.py`), as a user runs it."""
     print(f"== {stage} training the speech-LLM (DeepSpeed, CPU)", flush=True)
@@ -91,7 +106,7 @@ def train(args, shards: Path, stage: str = "3/6") -> Path:
         *args.overrides,
     ]
     env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
-    rc = subprocess.run(cmd, env=env).returncode
+    rc = run_forwarding(cmd, env)
     if rc != 0:
         raise ConfigError(f"training exited with status {rc}; see {run_dir}")
     return run_dir
