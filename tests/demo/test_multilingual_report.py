@@ -137,3 +137,33 @@ def test_a_subset_of_languages_gets_a_corpus_of_its_own(tmp_path):
     assert derived and [s["name"] for s in recipe["sources"]] == ["en", "ja", "nonspeech"]
     with pytest.raises(ConfigError, match=r"--languages: es not in the corpus"):
         multilingual_stages.corpus_recipe(path, ["en", "es"], tmp_path)
+
+
+class _Batches:
+    """A model's `transcribe` as `_decode` calls it, answering each wave with its length and keeping the
+    batches it was asked: the order of the decode is what is tested, not a model."""
+
+    def __init__(self):
+        self.batches: list[list[int]] = []
+
+    def transcribe(self, waves, details, language, task):
+        self.batches.append([len(w) for w in waves])
+        langs = language if isinstance(language, list) else [language] * len(waves)
+        return [{"text": str(len(w)), "language": lang, "task": task} for w, lang in zip(waves, langs)]
+
+
+def test_clips_are_decoded_by_cost_and_answered_in_their_own_order():
+    rng = random.Random(0)
+    waves = [[0.0] * rng.randrange(1, 500) for _ in range(37)]
+    langs = [rng.choice(["en", "ja"]) for _ in waves]
+    model = _Batches()
+    cost = [(lang == "ja", len(w)) for lang, w in zip(langs, waves)]
+    out = multilingual_report._decode(model, waves, langs, "transcribe", 8, cost)
+    assert [o["text"] for o in out] == [str(len(w)) for w in waves]  # each answer back at its clip
+    assert [o["language"] for o in out] == langs
+    assert [len(b) for b in model.batches] == [8, 8, 8, 8, 5]
+    asked = [n for b in model.batches for n in b]
+    assert asked == [n for _, n in sorted(cost)]  # English first, each language by length
+    model.batches.clear()
+    multilingual_report._decode(model, waves, None, "translate", 10)  # by length when no cost is given
+    assert [n for b in model.batches for n in b] == sorted(len(w) for w in waves)
