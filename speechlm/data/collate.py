@@ -57,21 +57,17 @@ class Languages:
         return not sample.get("language") and not sample.get("text") and task == text.TRANSCRIBE
 
     def spoken(self, sample: dict) -> str | None:
-        """What the CTC head aligns to a clip whose answer is not what was said (a translation, or a task
-        of one's own whose clip has a transcript): its transcript, opened like its answer; for non-speech
-        pinned to a language, the no-speech opening; None when the answer is the transcript. CTC aligns
-        sound to text in order, so an English translation of French speech would teach the projector
-        English embeddings for French sound."""
+        """What the CTC head aligns to a clip whose answer is not what was said: its transcript (a
+        translation's, a task of one's own whose clip has one, and with `answer_language` every clip's:
+        the opening names a language, nobody says it; non-speech is then taught all-blank); None when
+        the answer is the transcript. CTC aligns sound to text in order, so an English translation of
+        French speech would teach the projector English embeddings for French sound, and an opening
+        would make it name the language at the clip's first frames, from their sound alone."""
         task, words = sample.get("task", text.TRANSCRIBE), sample.get("text")
         if self.no_speech(sample):
-            # a pin on silence is answered with the pin's opening, but the sound holds no language: taught
-            # "language French:" for noise, the projector would put a language's name on it
-            pinned = self.answer_language and self.served and not self.dropped(str(sample.get("id", "")))
-            return text.answer_prefix(None) if pinned else None
-        if task == text.TRANSCRIBE or not words:
-            return None
-        language = sample.get("language")
-        return (text.answer_prefix(language) if self.answer_language and language else "") + words
+            return "" if self.answer_language else None
+        opened = self.answer_language and sample.get("language")
+        return words if words and (task != text.TRANSCRIBE or opened) else None
 
     def dropped(self, clip_id: str) -> bool:
         """Whether this clip's prompt leaves its language out: a fixed share `dropout` of clip ids."""

@@ -4,7 +4,7 @@ CTC emits at most one target token per audio frame (two where a token repeats: a
 a clip whose target has more tokens than the projector has frames cannot be aligned: `zero_infinity`
 turns its loss to 0 and the clip teaches the projector nothing, in the warm start and in the auxiliary
 loss alike, without a word in the logs. A byte-level BPE spends several tokens on one kana or hanzi:
-on the multilingual demo at `model.projector_pool_stride: 4` (12.5 frames per second) 235 of its 600
+on the multilingual demo at `model.projector_pool_stride: 4` (12.5 frames per second) 109 of its 600
 Japanese training clips did not fit (docs/languages.md, "Token cost per language"). This check samples the
 training shards as `token_rates` does and logs, per language, how many clips do not fit at the run's
 stride, and the stride at which they would.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 
-from speechlm import text
 from speechlm.audio import SAMPLE_RATE
 from speechlm.data import token_rates
 
@@ -26,14 +25,12 @@ def needed_frames(ids: list[int]) -> int:
     return len(ids) + sum(a == b for a, b in zip(ids, ids[1:]))
 
 
-def needs(model, clips: list[tuple[str, float]], language: str) -> list[tuple[int, int]]:
-    """Per (transcript, seconds) clip of `language`: (its samples, the frames its CTC target needs). The
-    target is the answer the collator writes: with `model.answer_language` the language's opening, then
-    the transcript."""
-    opening = text.answer_prefix(language) if getattr(model.cfg, "answer_language", False) else ""
+def needs(model, clips: list[tuple[str, float]]) -> list[tuple[int, int]]:
+    """Per (transcript, seconds) clip: (its samples, the frames its CTC target needs). The target is what
+    was said (the collator's `Languages.spoken`): the transcript, without an answer's opening."""
     out = []
     for said, seconds in clips:
-        ids = model.tokenizer((opening + said).strip(), add_special_tokens=False)["input_ids"]
+        ids = model.tokenizer(said.strip(), add_special_tokens=False)["input_ids"]
         out.append((int(seconds * SAMPLE_RATE), needed_frames(ids)))
     return out
 
@@ -49,7 +46,7 @@ def check(model, sets, per_language: int = token_rates.PER_LANGUAGE) -> dict[str
     stride = int(model.cfg.projector_pool_stride)
     out = {}
     for language, clips in sorted(token_rates.sample(sets, per_language).items()):
-        needed = needs(model, clips, language)  # tokenized once, compared at every stride
+        needed = needs(model, clips)  # tokenized once, compared at every stride
         out[language] = (misfits(model, needed, stride), len(clips))
         if out[language][0]:
             fits = next((s for s in range(stride - 1, 0, -1) if not misfits(model, needed, s)), None)
