@@ -42,7 +42,10 @@ CTC_STEPS, LM_STEPS = 100, 160
 # 1.5-1.85x slower) 120 LM steps left Spanish's error at 107% against the reference's 109% (828 s); 160 LM
 # steps (1,007 s for the test, the demo 843 s): mean pinned error en 47, es 93, de 80, fr 71, ja 90%
 # (reference 172, 109, 121, 150, 170%), LID 64% (0%), chrF 36.5 (8.2), non-speech 100% empty, 100% when
-# pinned (0%), 1 of 100 pinned answers in another language (5)
+# pinned (0%), 1 of 100 pinned answers in another language (5). With the CTC head on the transcript alone
+# and language_dropout 0.8 (2026-12-06, the slow host: 1,078 s, the demo 914 s): eval loss falls; mean
+# pinned error en 29, es 90, de 70, fr 58, ja 101% (reference 119, 156, 185, 186, 121%), LID 61% (0%), chrF
+# 29.4 (6.9), non-speech 100% empty, 80% when pinned (0%), 8 of 100 pinned answers in another language (24)
 MAX_EVAL_LOSS_SHARE = 0.7
 MIN_EMPTY_SHARE = 0.5
 MAX_PINNED_ELSEWHERE = 20  # of the 100 pinned clips (5 languages x 20 test clips)
