@@ -64,10 +64,10 @@ class Languages:
         French speech would teach the projector English embeddings for French sound, and an opening
         would make it name the language at the clip's first frames, from their sound alone."""
         task, words = sample.get("task", text.TRANSCRIBE), sample.get("text")
-        if self.no_speech(sample):
-            return "" if self.answer_language else None
-        opened = self.answer_language and sample.get("language")
-        return words if words and (task != text.TRANSCRIBE or opened) else None
+        if task == text.TRANSCRIBE:  # opened (a language named, or None for no words): the words alone
+            opened = self.answer_language and (sample.get("language") or not words)
+            return (words or "") if opened else None
+        return words or None
 
     def dropped(self, clip_id: str) -> bool:
         """Whether this clip's prompt leaves its language out: a fixed share `dropout` of clip ids."""

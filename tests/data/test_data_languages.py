@@ -183,5 +183,8 @@ def test_ctc_aligns_what_was_said_not_a_translation_or_an_opening(tok):
     assert "ctc_labels" not in batch(plain, [CLIPS[0], CLIPS[2]])
     said = [tok.decode([int(t) for t in row if t != IGNORE][:-1]) for row in batch(plain, CLIPS)["ctc_labels"]]
     assert said[1] == "guten Morgen" and said[0] == "hola a todos"
+    # a transcription with its language but no words: nothing to align, not its opening
+    empty = batch(c, [dict(CLIPS[0], text=""), CLIPS[1]])["ctc_labels"][0]
+    assert int(empty[0]) == text.end_of_turn_id(tok) and (empty[1:] == IGNORE).all()
     no_words = dict(CLIPS[3], text="")  # a task's clip with no transcript: the CTC head keeps its answer
     assert "ctc_labels" not in batch(plain, [no_words])
