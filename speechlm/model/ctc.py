@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
 from .align import COSINE_SCALE
 from .loss import chunk_tokens
@@ -36,11 +35,35 @@ def ctc_loss(model, input_features, feature_mask, labels, weight=None):
     return projected_ctc_loss(model, proj, lengths, labels, weight)
 
 
-def _frame_lse(x: torch.Tensor, rows: torch.Tensor, inv_norm: torch.Tensor, blank: torch.Tensor) -> torch.Tensor:
-    """log-sum-exp over the vocabulary and the blank of unit frames `x` [N, H]: cosines against the
-    embedding `rows` (in their own dtype: no fp32 copy of the table) scaled by their inverse norms."""
-    logits = COSINE_SCALE * (x.to(rows.dtype) @ rows.T).float() * inv_norm
-    return torch.logaddexp(torch.logsumexp(logits, -1), COSINE_SCALE * (x @ blank))
+def _cosine_logits(x: torch.Tensor, rows: torch.Tensor, scaled_inv_norm: torch.Tensor) -> torch.Tensor:
+    """[N, V] fp32 logits of unit frames `x` [N, H]: cosines against the embedding `rows` (in their own
+    dtype: no fp32 copy of the table) times COSINE_SCALE over each row's norm (`scaled_inv_norm` [V])."""
+    return (x.to(rows.dtype) @ rows.T).float() * scaled_inv_norm
+
+
+class _ChunkedLSE(torch.autograd.Function):
+    """log-sum-exp over the vocabulary of `_cosine_logits`, one chunk of `n` frames at a time, keeping only
+    the [N] result for the backward: there each chunk's logits are recomputed once and its softmax is
+    exp(logits - lse), so the backward costs one product for the logits and one for the gradient.
+    (A checkpointed chunk recomputed its log-sum-exp as well and backpropagated through its scaling:
+    ~25% of a CTC warm-start step on the demo's shape, docs/benchmarks.md.)"""
+
+    @staticmethod
+    def forward(ctx, x, rows, scaled_inv_norm, n: int):
+        lse = torch.cat([torch.logsumexp(_cosine_logits(c, rows, scaled_inv_norm), -1) for c in x.split(n)])
+        ctx.save_for_backward(x, rows, scaled_inv_norm, lse)
+        ctx.n = n
+        return lse
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, rows, scaled_inv_norm, lse = ctx.saved_tensors
+        out = []
+        for c, g, l in zip(x.split(ctx.n), grad.split(ctx.n), lse.split(ctx.n)):
+            p = _cosine_logits(c, rows, scaled_inv_norm).sub_(l[:, None]).exp_()  # the chunk's softmax
+            p.mul_(g[:, None]).mul_(scaled_inv_norm)  # d lse / d (x @ rows.T)
+            out.append((p.to(rows.dtype) @ rows).to(x.dtype))
+        return torch.cat(out), None, None, None
 
 
 def chunk_frames(vocab_size: int) -> int:
@@ -52,15 +75,12 @@ def chunk_frames(vocab_size: int) -> int:
 def compact_log_probs(x, rows, inv_norm, blank, classes: torch.Tensor) -> torch.Tensor:
     """[N, K + 1] log-probabilities of unit frames `x` [N, H] over `classes` (K token ids) and the blank
     (last), normalized over the whole vocabulary. The [N, V] logits exist one chunk of frames at a time
-    (`chunk_frames`), recomputed in the backward (non-reentrant checkpoint), so the head's memory is
-    that of the classes a batch's transcripts use, not of the vocabulary (a full [frames, V] over
-    Qwen3.5's 248k tokens would be ~190 GiB at production's batch)."""
-    n = chunk_frames(rows.shape[0])
-    lse = torch.cat(
-        [checkpoint(_frame_lse, c, rows, inv_norm, blank, use_reentrant=False) for c in x.split(n)]
-        if len(x)
-        else [x.new_zeros(0)]
-    )
+    (`chunk_frames`), recomputed in the backward (`_ChunkedLSE`), so the head's memory is that of the
+    classes a batch's transcripts use, not of the vocabulary (a full [frames, V] over Qwen3.5's 248k
+    tokens would be ~190 GiB at production's batch)."""
+    scaled = COSINE_SCALE * inv_norm
+    vocab = _ChunkedLSE.apply(x, rows, scaled, chunk_frames(rows.shape[0])) if len(x) else x.new_zeros(0)
+    lse = torch.logaddexp(vocab, COSINE_SCALE * (x @ blank))
     picked = (x.to(rows.dtype) @ rows[classes].T).float() * inv_norm[classes]
     picked = COSINE_SCALE * torch.cat([picked, (x @ blank)[:, None]], -1)
     return picked - lse[:, None]
