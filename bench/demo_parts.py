@@ -42,7 +42,8 @@ def main(argv=None):
     from speechlm.data import Collator
     from speechlm.model import build_model
 
-    cfg = load(recipe=args.config, overrides=args.overrides)
+    # no encoder cache: each step's encoder is timed on its own, and the step then encodes again
+    cfg = load(recipe=args.config, overrides=["training.encoder_cache_gb=0", *args.overrides])
     model = build_model(cfg)
     model.train()
     col = Collator.from_config(cfg, model.tokenizer, family=model.family)

@@ -149,6 +149,10 @@ class TrainingConfig:
     # kernel on CUDA when installed) or full_ce (every label logit at once)
     loss: str = "chunked_ce"
     gradient_checkpointing: bool = False
+    # > 0: keep each clip's frozen-encoder output in host memory, up to this many GB, and reuse it when the
+    # clip comes again (a run of several epochs; speechlm.model.encoder_cache). Needs a frozen encoder, no
+    # augmentation and ZeRO stage < 3
+    encoder_cache_gb: float = 0.0
     freeze_audio_encoder: bool = True
     freeze_language_model: bool = True
     freeze_text_embed_tokens: bool = True
@@ -192,6 +196,7 @@ class Config:
             if not v >= 0:
                 raise ConfigError(f"{key}: must be >= 0, got {v}")
         self._check_optimization()
+        self._check_encoder_cache()
         self._check_languages()
         self.data.augment.validate("data.augment")
         self._check_datasets()
@@ -263,6 +268,7 @@ class Config:
             "training.warmup_steps": t.warmup_steps,
             "training.ctc_warmup_steps": t.ctc_warmup_steps,
             "training.ctc_weight": t.ctc_weight,
+            "training.encoder_cache_gb": t.encoder_cache_gb,
             "training.eval_transcribe_clips": t.eval_transcribe_clips,
             "training.weight_decay": t.weight_decay,
             "training.max_grad_norm": t.max_grad_norm,
@@ -291,6 +297,24 @@ class Config:
             )
         if not (0 <= t.adam_beta1 < 1 and 0 <= t.adam_beta2 < 1):
             raise ConfigError(f"training.adam_beta1/adam_beta2: must be in [0, 1), got {t.adam_beta1}, {t.adam_beta2}")
+
+    def _check_encoder_cache(self) -> None:
+        """training.encoder_cache_gb only where the encoder's output is a function of the clip alone."""
+        if not self.training.encoder_cache_gb > 0:
+            return
+        why = (
+            "training.freeze_audio_encoder=false: a trained encoder answers differently every step"
+            if not self.training.freeze_audio_encoder
+            else "data.augment.enabled=true: an augmented clip's features differ every epoch"
+            if self.data.augment.enabled
+            else "deepspeed.zero_stage=3: its encoder weights are gathered by collectives every rank must join"
+            if self.deepspeed.zero_stage == 3
+            else None
+        )
+        if why:
+            raise ConfigError(
+                f"training.encoder_cache_gb: needs the encoder's output to be the clip's alone; {why} (set it to 0)"
+            )
 
     def _check_datasets(self) -> None:
         """Every train and eval shard set names a folder and has a weight >= 0."""

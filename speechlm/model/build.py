@@ -11,6 +11,7 @@ from peft import LoraConfig
 from speechlm.audio_checks import SAMPLE_RATE
 from speechlm.config import Config, ConfigError, ModelConfig, TrainingConfig
 from speechlm.model import encoders, parts
+from speechlm.model.encoder_cache import EncoderCache
 from speechlm.model.folder.layout import assemble_speechlm
 from speechlm.model.loss import LOSSES, TokenLoss
 from speechlm.model.speechlm import SpeechLM
@@ -77,6 +78,8 @@ def assemble(cfg: Config, encoder, decoder, tokenizer, trainable: dict, family) 
         ctc_weight=tcfg.ctc_weight,
         lora=lora_config(mcfg) if trainable["lora"] else None,
     )
+    if tcfg.encoder_cache_gb > 0:
+        model.encoder_cache = EncoderCache(tcfg.encoder_cache_gb)
     if tcfg.gradient_checkpointing:
         # non-reentrant: gradients reach LoRA and the projector even though the frozen embedding's
         # output does not require grad (pitfall 11)

@@ -63,6 +63,8 @@ class SpeechLM(Prompting, nn.Module):
         self.loss = loss or ChunkedCrossEntropy()  # training.loss: per-token losses over label positions
         self.ctc_weight = ctc_weight  # training.ctc_weight: the CTC head's auxiliary loss in training steps
         self.calibration: dict | None = None
+        # training.encoder_cache_gb: the frozen encoder's output per clip, reused (speechlm.model.encoder_cache)
+        self.encoder_cache = None
         self.train(False)
 
     # ------------------------------------------------------------------ modes
@@ -97,7 +99,11 @@ class SpeechLM(Prompting, nn.Module):
         grad = self.trainable.get("encoder", False) and torch.is_grad_enabled()
         with torch.set_grad_enabled(grad):
             enc_dtype = next(self.encoder.parameters()).dtype
-            hidden, frames = self.family.encode(self.encoder, input_features.to(enc_dtype), feature_mask)
+            feats = input_features.to(enc_dtype)
+            if self.encoder_cache is not None and not grad:
+                hidden, frames = self.encoder_cache.encode(self._run_encoder, feats, feature_mask)
+            else:
+                hidden, frames = self._run_encoder(feats, feature_mask)
         proj = self.projector(hidden)
         lengths = pooled_length(frames, self.cfg.projector_pool_stride).clamp_min(0)
         expected = self.audio_lengths(feature_mask)
@@ -107,6 +113,9 @@ class SpeechLM(Prompting, nn.Module):
                 f"frame arithmetic (conv layers {self.family.conv_layers()}) predicts {expected.tolist()}"
             )
         return proj, lengths
+
+    def _run_encoder(self, input_features: torch.Tensor, feature_mask: torch.Tensor):
+        return self.family.encode(self.encoder, input_features, feature_mask)
 
     def embed(self, input_ids, input_features, feature_mask, projected=None) -> torch.Tensor:
         """Text embeddings with the audio placeholders replaced by projected audio (`projected`: the
