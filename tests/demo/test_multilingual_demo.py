@@ -14,8 +14,8 @@ MAX_PINNED_ELSEWHERE pinned answers come back in another language.
 Pinning is asserted since a translation's opening names its target (`language German to English: ...`):
 the measured runs answered 6 (stride 4) and 8 (stride 3) of 100 pinned clips in another language; with
 the old opening it was 38 of 100. The reference's own count is no bound: whether its noise reads as a
-language decides it (48 at stride 4, 5 at stride 3). The full demo (800 CTC + 200 LM steps) gives 3 of
-300 (docs/benchmarks.md).
+language decides it (48 at stride 4, 5 at stride 3). The full demo (800 CTC + 300 LM steps) gives 2 of
+300 (docs/benchmarks.md, run 14).
 The fast test at the end runs the same command on the tiny twins for a few steps (its stages and report).
 """
 
