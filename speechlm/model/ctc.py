@@ -56,6 +56,7 @@ class _ChunkedLSE(torch.autograd.Function):
         return lse
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         x, rows, scaled_inv_norm, lse = ctx.saved_tensors
         out = []
