@@ -48,7 +48,8 @@ class EncoderCache:
         returns them, the cached clips read from memory and the rest encoded together; hidden is zero
         past each clip's frames."""
         lengths = feature_mask.long().sum(-1).tolist()
-        keys = [clip_key(input_features[i, :n]) for i, n in enumerate(lengths)]
+        host = input_features.detach().cpu()  # one copy off the device for the batch, not one per clip
+        keys = [clip_key(host[i, :n]) for i, n in enumerate(lengths)]
         missing = [i for i, k in enumerate(keys) if k not in self.store]
         fresh: dict[int, torch.Tensor] = {}
         if missing:
