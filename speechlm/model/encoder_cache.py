@@ -66,6 +66,11 @@ class EncoderCache:
         frames = torch.tensor([len(r) for r in rows], device=device)
         return pad_sequence(rows, batch_first=True), frames
 
+    def figures(self) -> dict:
+        """What the run logs of it (metrics.jsonl, W&B): memory held, and the share of clips read from it."""
+        seen = self.hits + self.misses
+        return {"perf/encoder_cache_gb": self.bytes / 2**30, "perf/encoder_cache_hit_share": self.hits / max(1, seen)}
+
     def _keep(self, key: bytes, hidden: torch.Tensor) -> None:
         size = hidden.numel() * hidden.element_size()
         if self.bytes + size > self.max_bytes:

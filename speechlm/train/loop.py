@@ -313,7 +313,8 @@ class Trainer:
         self.metrics.progress(self.step, row["train/loss"], row["train/learning_rate"])
         if self.step % max(1, t.logging_steps) and self.step != self.settings.total_steps and self.step != 1:
             return
-        self.metrics.log(self.step, {**row, "perf/peak_memory_gb": peak_memory_gb(self.device)})
+        cache = self.model.encoder_cache.figures() if self.model.encoder_cache is not None else {}
+        self.metrics.log(self.step, {**row, **cache, "perf/peak_memory_gb": peak_memory_gb(self.device)})
 
     @torch.no_grad()
     def evaluate(self) -> float | None:
@@ -346,12 +347,7 @@ class Trainer:
 
     def save(self) -> bool:
         s = self.settings
-        batch = {
-            "micro": s.micro,
-            "accumulation": s.accumulation,
-            "world": s.world,
-            "configured_accumulation": s.configured_accumulation,
-        }
+        batch = {k: getattr(s, k) for k in ("micro", "accumulation", "world", "configured_accumulation")}
         trainer_state = {
             "epoch": self.epoch,
             "total_steps": s.total_steps,

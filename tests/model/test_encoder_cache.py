@@ -39,6 +39,7 @@ def test_a_cached_clip_is_not_encoded_again_and_projects_as_before(encoder):
     # two cached clips in a batch of another width and order, beside a new one: only the new one is encoded
     ref, out, lengths = both([w[3], w[1], w[0]])
     assert encoded == [3, 1] and cached.encoder_cache.hits == 2
+    assert cached.encoder_cache.figures()["perf/encoder_cache_hit_share"] == 2 / 6
     valid = torch.arange(ref.shape[1])[None, :] < lengths[:, None]
     # the same clip's frames encoded in another batch: equal but for the order of float sums in the
     # encoder's bf16 matmuls (2^-8 relative each); a few roundings of the largest output allowed

@@ -301,3 +301,19 @@ def test_wandb_offline_gets_the_same_metrics(straight, monkeypatch):
     runs = list((trainer.run_dir / "wandb").glob("offline-run-*/*.wandb"))
     assert len(runs) == 1 and runs[0].stat().st_size > 0
     assert [r["step"] for r in metrics(trainer.run_dir) if "train/loss" in r] == [1, 2]
+
+
+def test_the_encoder_cache_trains_the_same_run(straight, tmp_path):
+    """training.encoder_cache_gb (speechlm.model.encoder_cache): from the second epoch on, every clip's
+    encoder output is read from memory instead of encoded, and the run trains as the straight one."""
+    trainer, _ = straight
+    shards = Path(trainer.cfg.data.train[0].path)
+    cached = run(tmp_path, "cached", shards, "training.encoder_cache_gb=0.1", "training.push_to_hub=false")
+    rows = metrics(cached.run_dir)
+    a, b = losses(metrics(trainer.run_dir)), losses(rows)
+    assert sorted(b) == sorted(a)
+    for s in b:
+        assert b[s] == pytest.approx(a[s], rel=1e-5, abs=1e-6), s
+    share = next(r for r in rows if r["step"] == STEPS and "perf/encoder_cache_hit_share" in r)
+    # 25 steps of 16 over 64 clips: the first epoch's 64 encoded, the other 336 (and repeated eval clips) read
+    assert share["perf/encoder_cache_hit_share"] > 0.8 and share["perf/encoder_cache_gb"] > 0
