@@ -82,8 +82,7 @@ def compact_log_probs(x, rows, inv_norm, blank, classes: torch.Tensor) -> torch.
     scaled = COSINE_SCALE * inv_norm
     vocab = _ChunkedLSE.apply(x, rows, scaled, chunk_frames(rows.shape[0])) if len(x) else x.new_zeros(0)
     lse = torch.logaddexp(vocab, COSINE_SCALE * (x @ blank))
-    picked = (x.to(rows.dtype) @ rows[classes].T).float() * inv_norm[classes]
-    picked = COSINE_SCALE * torch.cat([picked, (x @ blank)[:, None]], -1)
+    picked = torch.cat([_cosine_logits(x, rows[classes], scaled[classes]), COSINE_SCALE * (x @ blank)[:, None]], -1)
     return picked - lse[:, None]
 
 

@@ -52,16 +52,18 @@ class EncoderCache:
         keys = [clip_key(host[i, :n]) for i, n in enumerate(lengths)]
         missing = [i for i, k in enumerate(keys) if k not in self.store]
         fresh: dict[int, torch.Tensor] = {}
+        device = input_features.device
         if missing:
-            idx = torch.tensor(missing, device=input_features.device)
-            longest = max(lengths[i] for i in missing)
-            hidden, frames = run(input_features[idx, :longest], feature_mask[idx, :longest])
+            feats, mask = input_features, feature_mask  # a first epoch's batch: every clip missing, encoded as is
+            if len(missing) < len(keys):  # else the missing clips, as a batch of their own
+                idx, longest = torch.tensor(missing, device=device), max(lengths[i] for i in missing)
+                feats, mask = feats[idx, :longest], mask[idx, :longest]
+            hidden, frames = run(feats, mask)
             for j, i in enumerate(missing):
                 fresh[i] = hidden[j, : int(frames[j])]
                 self._keep(keys[i], fresh[i])
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)
-        device = input_features.device
         rows = [fresh[i] if i in fresh else self.store[k].to(device, non_blocking=True) for i, k in enumerate(keys)]
         frames = torch.tensor([len(r) for r in rows], device=device)
         return pad_sequence(rows, batch_first=True), frames
