@@ -3,7 +3,8 @@
 A ~3-minute recording of the held-out test sentences (never in training) with pauses, transcribed
 whole (`speechlm transcribe`'s long-form path, speechlm.inference, its default cut), against the same sentences one by
 one: WER within a margin of the measured ratio (below), every cut inside a pause, a cut in every pause
-between sentences, no more words inserted than one by one (+2) and no more dropped (+25%, +2).
+between sentences, no sample transcribed twice, and no more words inserted or dropped than one by one
+(+25%, +2 each).
 
 The model: `$SPEECHLM_DEMO_RUN` (a finished `python -m speechlm.demo` run folder) when set, else the
 run tests/demo/test_demo.py's slow test keeps (`make test-all` runs it first), else the demo is trained
@@ -69,14 +70,20 @@ def test_three_minutes_of_held_out_sentences_transcribe_as_well_as_one_by_one(de
     # point ("pause", the default before) gave 1.56x: the demo trains on single sentences and stops
     # after the first sentence of a window holding several.
     assert long["wer"] <= 1.2 * one_by_one["wer"] + 1e-9, (long, one_by_one, whole)  # the issue's bound
-    assert long["insertions"] <= one_by_one["insertions"] + 2  # nothing repeated at the seams
+    # nothing repeated at the seams: no sample is transcribed twice (the segments are disjoint, and each
+    # cut falls in a pause: below), and no more words are inserted than one by one, within the bound the
+    # deletions get. The segments are not the clips (their silence margins differ), so a few answers
+    # differ either way: 11 whole against 11 one by one on one host's model, 15 against 12 on another's
+    # (CI, 2026-12-06), where "+ 2" alone failed with the WER at 0.9x
+    spans = windows(wave, long_form_for(model))  # the default cut
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+    assert long["insertions"] <= 1.25 * one_by_one["insertions"] + 2
     # nothing dropped: 20 words whole against 19 one by one. When the cut kept 0.25 s of silence before
     # each segment (more than most of the model's training clips open with) it was 34 against 19, whole
     # sentences answered with nothing (docs/benchmarks.md, "Silence kept before and after speech")
     assert long["deletions"] <= 1.25 * one_by_one["deletions"] + 2
     # every cut falls in a pause (no word is split across windows), and every pause between two
     # sentences is cut (each sentence its own segment)
-    spans = windows(wave, long_form_for(model))  # the default cut
     assert len(spans) >= n
     energy = np.abs(wave)
     for cut in {x for span in spans for x in span} - {0, len(wave)}:
