@@ -126,6 +126,7 @@ def main(argv=None, prog: str = "python -m speechlm.transcribe"):
     results = {}
     if waves:
         model = inference.load_model(args.model, bases)  # the model stack (torch, transformers) once the inputs check
+        task = _served(model, task)
         run = inference.transcribe_waves if args.format == "txt" else inference.transcribe_timed
         results, lost = transcribe_each(lambda ws: run(model, ws, args.batch_size, long_form, task=task), waves)
         failed.update({p: _report(p, e) for p, e in lost.items()})
@@ -153,6 +154,7 @@ def _live(args) -> str:
     bases = inference.bases_from_args(args)
     inference.local_model(args.model)
     model = inference.load_model(args.model, bases)
+    task = _served(model, task)
     with open(path, "rb") if path != "-" else contextlib.nullcontext(sys.stdin.buffer) as source:
         try:
             for event in inference.transcribe_live(model, source, asked=task.kwargs()):
@@ -186,6 +188,15 @@ def _task(args) -> inference.Task:
             "only (the server's verbose_json); use --format txt"
         )
     return inference.Task(args.language, args.task, (args.prompt or "").strip() or None)
+
+
+def _served(model, task: inference.Task) -> inference.Task:
+    """`task` as the server asks it of this model: --language one it serves (a ConfigError naming them
+    otherwise), and left out for an English-only model (speechlm.inference.fitted)."""
+    try:
+        return inference.fitted(model, task)
+    except ValueError as e:
+        raise ConfigError(f"--language: {e}") from None
 
 
 def _report(path: str, error: Exception) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from speechlm.inference.args import add_long_form_args, check_max_seconds, long_form_from_args
 from speechlm.inference.bases import add_base_args, bases_from_args, run_bases
+from speechlm.inference.by_language import fitted, served
 from speechlm.inference.live import pcm_pieces, transcribe_live
 from speechlm.inference.transcribe import (
     MAX_SECONDS,
@@ -88,6 +89,7 @@ __all__ = [
     "dataset_clips",
     "evaluate",
     "feed_many",
+    "fitted",
     "load_clip",
     "load_model",
     "local_model",
@@ -96,6 +98,7 @@ __all__ = [
     "pcm_pieces",
     "resolve_model_dir",
     "run_bases",
+    "served",
     "stream_wave",
     "timed_clip",
     "transcribe_files",

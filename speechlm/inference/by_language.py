@@ -10,6 +10,7 @@ English-only set's rows, hypotheses and scores do not change.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -24,6 +25,23 @@ def multilingual(model) -> bool:
     """Whether the model lists its languages (`model.languages`); one that does not was trained on
     prompts that state none, so a clip's language is not stated to it (as the server does)."""
     return bool(getattr(model.cfg, "languages", None))
+
+
+def served(model) -> list[str]:
+    """The languages the model serves: its `languages`; a model that lists none, English."""
+    return list(getattr(model.cfg, "languages", None) or ["en"])
+
+
+def fitted(model, task: Task) -> Task:
+    """`task` as the server asks it of this model: a language it serves, as its ISO 639-1 code (ValueError
+    naming the ones it serves otherwise), and none for a model that lists none (English only, trained on
+    prompts that state no language: a stated one is a prompt it never saw)."""
+    if task.language is None:
+        return task
+    from speechlm import text  # transformers' language table: only when a language is given
+
+    code = text.language_code(task.language, served(model))
+    return replace(task, language=code if multilingual(model) else None)
 
 
 def asked(model, labels: dict | None) -> Task:

@@ -15,6 +15,7 @@ from speechlm.inference import (
     Task,
     batch_transcriber,
     clip_spans,
+    served,
     timed_clip,
 )
 from speechlm.serve import decode as bounded
@@ -36,7 +37,7 @@ class Engine:
     @property
     def languages(self) -> list[str]:
         """The languages the model serves (its `languages` setting; a model that lists none: English)."""
-        return list(getattr(self.model.cfg, "languages", None) or ["en"])
+        return served(self.model)
 
     @property
     def multilingual(self) -> bool:

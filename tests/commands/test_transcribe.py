@@ -12,14 +12,30 @@ import pytest
 import soundfile as sf
 
 from model_helpers import trained_looking, waves
+from speechlm import inference
 from speechlm.commands import transcribe
+
+LANGUAGES = ["en", "es", "de", "fr", "ja"]
+
+
+def _saved(tmp_path_factory, languages: list[str]) -> str:
+    from speechlm.model import save_pretrained
+
+    model = trained_looking("tiny/whisper", "tiny/qwen3_5")
+    model.cfg.languages = languages
+    return str(save_pretrained(model, tmp_path_factory.mktemp("m") / "model"))
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    from speechlm.model import save_pretrained
+    """A twin that serves five languages (`model.languages`)."""
+    return _saved(tmp_path_factory, LANGUAGES)
 
-    return str(save_pretrained(trained_looking("tiny/whisper", "tiny/qwen3_5"), tmp_path_factory.mktemp("m") / "model"))
+
+@pytest.fixture(scope="module")
+def english_dir(tmp_path_factory):
+    """A twin that lists no languages: English only, trained on prompts that state none."""
+    return _saved(tmp_path_factory, [])
 
 
 def _wav(path, wave, subtype="PCM_16"):
@@ -162,6 +178,28 @@ def test_language_and_task_reach_the_model(tmp_path, model_dir, capsys):
     # the prompt states the language and the task: some of them change this twin's answer
     asked = [(lang, t) for lang in (None, "es", "de", "fr", "ja") for t in ("transcribe", "translate")]
     assert len({model.transcribe([clip], language=lang, task=t)[0] for lang, t in asked}) > 1
+
+
+def test_a_language_the_model_does_not_serve_is_an_error_naming_the_ones_it_does(tmp_path, model_dir, capsys):
+    """As the server's 400 unsupported_language: never an answer to a prompt the model was not trained on."""
+    path = _wav(tmp_path / "ciao.wav", waves((16000,))[0])
+    code, out, err = _run(["-m", model_dir, path, "--language", "it"], capsys)
+    assert code == 2 and out == ""
+    assert "--language: language 'it' is not supported: this model serves en, es, de, fr, ja" in err
+
+
+def test_an_english_only_model_takes_english_as_no_language_and_refuses_another(tmp_path, english_dir, capsys):
+    from speechlm.model import from_pretrained
+
+    path = _wav(tmp_path / "hello.wav", waves((16000,))[0])
+    model = from_pretrained(english_dir)
+    clip = sf.read(path, dtype="float32")[0]
+    code, out, _ = _run(["-m", english_dir, path, "--language", "en"], capsys)
+    # asked with the prompt it was trained on, which states no language, not "... The speech is in English."
+    assert code == 0 and out.strip() == model.transcribe([clip])[0]
+    assert inference.fitted(model, inference.Task("en")) == inference.Task()
+    code, out, err = _run(["-m", english_dir, path, "--language", "es"], capsys)
+    assert code == 2 and out == "" and "this model serves en (ISO 639-1 codes)" in err
 
 
 def test_the_prompt_flag_is_context_the_model_reads(tmp_path, model_dir, capsys):
