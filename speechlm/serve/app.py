@@ -26,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from speechlm import text
-from speechlm.inference import Task
+from speechlm.inference import Task, fitted
 from speechlm.serve import errors, fields, formats, live, realtime
 from speechlm.serve.batcher import Batcher, SegmentError, WorkerDead
 from speechlm.serve.config import ServeConfig
@@ -208,10 +208,10 @@ async def _transcribe(
     _door(state, batcher)
     parse = lambda form, names: fields.parse(form, names, engine.languages, translation)  # noqa: E731
     req, data = await _read(request, state, cfg, names, parse)
-    if not engine.multilingual:
-        req.language = None  # English, the only language of such a model: asked as no language is
     task = "translate" if translation else "transcribe"
-    asked = Task(req.language, task, (req.prompt or "").strip() or None)
+    # the language as the CLI asks it too (checked at parse; an English-only model's en is no language)
+    asked = fitted(engine.model, Task(req.language, task, (req.prompt or "").strip() or None))
+    req.language = asked.language
     req.task = asked if asked != Task() else None
     _door(state, batcher)
     if state.in_flight >= cfg.max_concurrent:
