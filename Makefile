@@ -74,16 +74,21 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
+# whole files to a worker (module fixtures built once), in tests/conftest.py's order, longest first:
+# xdist's default would reorder them by their count of tests, which sends the long slow files, with few
+# tests each, last, where one worker finishes them while the others idle
+DIST := --dist loadfile --no-loadscope-reorder
 test: lint
-	$(PY) -m pytest -q -n $(JOBS) --dist loadfile
+	$(PY) -m pytest -q -n $(JOBS) $(DIST)
 
 # the full demo and the multilingual demo's test get the machine to themselves (their WER and timing are
 # what make demo gives; a trainer's threads stall beside other workers), first, so that the run's closing
-# line counts the whole suite; the rest of the slow suite then runs on $(SLOW_JOBS) workers
+# line counts the whole suite; the rest of the slow suite then runs on $(SLOW_JOBS) workers. Side by side
+# with one thread each, the two demos took longer than one after the other (docs/benchmarks.md, "CI time").
 ALONE := tests/demo/test_demo.py::test_full_demo_learns tests/demo/test_multilingual_demo.py::test_multilingual_demo_learns
 test-all: lint vllm
 	$(PY) -m pytest -q -rP -m '' $(ALONE)
-	$(PY) -m pytest -q -m '' -n $(SLOW_JOBS) --dist loadfile --durations=25 $(addprefix --deselect ,$(ALONE))
+	$(PY) -m pytest -q -m '' -n $(SLOW_JOBS) $(DIST) --durations=25 $(addprefix --deselect ,$(ALONE))
 
 bench: $(STAMP)
 	$(PY) bench/shards.py && $(PY) bench/reader.py && $(PY) bench/train.py

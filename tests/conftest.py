@@ -60,21 +60,28 @@ _SESSION_MASTER_PORT = os.environ.get("MASTER_PORT")
 
 # Under pytest-xdist (`make test`: -n 2 --dist loadfile) a test file runs whole on one worker, so its
 # module fixtures (a trained run, a tiny model) are built once.
-# The longest files first (`pytest --durations=0`, summed per file), so that no worker is left with a
-# long file at the end while the other idles: test_train_e2e.py alone is over a third of `make test`.
+# The longest files first (`pytest --durations`, summed per file), so that no worker is left with a
+# long file at the end while the others idle (the Makefile keeps xdist from reordering them).
 LONGEST_FIRST = [
-    # slow files (only in `make test-all`; summed --durations of a fresh-clone run, 2026-12-04, before
-    # the elastic chain dropped to one stage and multiproc/runpod/slurm shed their duplicate runs)
-    "test_elastic_resume.py",  # ~340 s then
-    "test_train_multiproc.py",  # ~330 s then (177 s alone on the idle machine after)
+    # slow files (only in `make test-all`): summed durations on 3 workers, 2026-12-06, the slow 2-core host
+    "test_elastic_resume.py",  # ~490 s
+    "test_train_multiproc.py",  # ~450 s
+    "test_launch_slurm.py",  # ~370 s
+    "test_longform_demo.py",  # ~270 s (the full demo's model, kept by the run before)
+    "test_readme_own_data.py",  # ~200 s
     "test_reliability_faults.py",  # ~200 s
-    "test_launch_slurm.py",  # ~165 s then
-    "test_launch_runpod.py",  # ~155 s then (102 s alone before the small shard set)
-    "test_train_e2e.py",
-    "test_longform_demo.py",
-    "test_train_whisper.py",
+    "test_vllm_serve.py",  # ~200 s
+    "test_launch_runpod.py",  # ~190 s
+    "test_train_e2e.py",  # ~140 s, a third of `make test`
+    "test_vllm_languages.py",  # ~125 s
+    "test_cli.py",  # ~95 s
+    "test_shard_slurm.py",
     "test_launch_torchrun.py",
-    "test_cli.py",  # ~60 s: `speechlm train` alone and under deepspeed, then `speechlm export`
+    "test_whisper_base.py",
+    "test_serve_hostile.py",
+    "test_train_whisper.py",
+    "test_vllm_families.py",
+    "test_serve_live.py",
     "test_model_loss_zero3.py",
     # the default suite's longest
     "test_plan.py",

@@ -172,6 +172,7 @@ def test_the_aligner_reads_the_ctc_head_as_it_is_trained():
 
 @pytest.mark.parametrize("encoder", ["tiny/granite_speech5", "tiny/whisper"])
 def test_tiny_twins_give_words_in_the_recordings_clock(encoder):
+    torch.manual_seed(0)  # the same twin whatever ran before it on this worker
     model = build_model(tiny_config(encoder=encoder, stride=2))
     clips = waves((32000, 24000), seed=1)
     frame_s = align.frame_seconds(model.family, model.cfg.projector_pool_stride)
@@ -194,7 +195,9 @@ def test_tiny_twins_give_words_in_the_recordings_clock(encoder):
         labels[r, : len(i) + 1] = torch.tensor(i + [eot])
     with torch.no_grad():
         loss, _ = ctc.ctc_loss(model, feats, mask, labels)
-    assert loss.item() == pytest.approx(float(np.mean(nll)), rel=1e-3)  # bf16 autocast vs training's dtype
+    # both routes run the head under bf16 autocast, batched differently: they agree to bf16's epsilon
+    # (2^-8; 1e-3 failed at 1.4e-3 on a twin initialised from another RNG state, 2026-12-06)
+    assert loss.item() == pytest.approx(float(np.mean(nll)), rel=2**-8)
     offsets = [0.0, 5.0]
     words = align.word_timestamps(model, clips, ["see the red car", "went to Paris"], offsets=offsets)
     assert [[w.text for w in ws] for ws in words] == [["see", "the", "red", "car"], ["went", "to", "Paris"]]
