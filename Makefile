@@ -86,8 +86,12 @@ test: lint
 # line counts the whole suite; the rest of the slow suite then runs on $(SLOW_JOBS) workers. Side by side
 # with one thread each, the two demos took longer than one after the other (docs/benchmarks.md, "CI time").
 ALONE := tests/demo/test_demo.py::test_full_demo_learns tests/demo/test_multilingual_demo.py::test_multilingual_demo_learns
-test-all: lint vllm
-	$(PY) -m pytest -q -rP -m '' $(ALONE)
+# vLLM's environment installs (~130 s, mostly download and unpacking) while the demos train; the rest of the
+# suite, whose vLLM tests need it, waits for it
+test-all: lint
+	@$(MAKE) --no-print-directory vllm > .venv-vllm.log 2>&1 & vllm=$$!; \
+	$(PY) -m pytest -q -rP -m '' $(ALONE); rc=$$?; \
+	if ! wait $$vllm; then cat .venv-vllm.log; echo "make vllm failed (.venv-vllm.log)"; exit 1; fi; exit $$rc
 	$(PY) -m pytest -q -m '' -n $(SLOW_JOBS) $(DIST) --durations=25 $(addprefix --deselect ,$(ALONE))
 
 bench: $(STAMP)
