@@ -195,7 +195,7 @@ def test_tiny_twins_give_words_in_the_recordings_clock(encoder):
         labels[r, : len(i) + 1] = torch.tensor(i + [eot])
     with torch.no_grad():
         loss, _ = ctc.ctc_loss(model, feats, mask, labels)
-    # both routes run the head under bf16 autocast, batched differently: they agree to bf16's epsilon
+    # the posteriors under bf16 autocast, the loss in training's dtype: they agree to bf16's epsilon
     # (2^-8; 1e-3 failed at 1.4e-3 on a twin initialised from another RNG state, 2026-12-06)
     assert loss.item() == pytest.approx(float(np.mean(nll)), rel=2**-8)
     offsets = [0.0, 5.0]
