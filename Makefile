@@ -75,8 +75,9 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 
 # whole files to a worker (module fixtures built once), in tests/conftest.py's order, longest first:
-# xdist's default would reorder them by their count of tests, which sends the long slow files, with few
-# tests each, last, where one worker finishes them while the others idle
+# xdist's default would reorder them by their count of tests, sending the long slow files (few tests
+# each) last. The slow phase is CPU-bound on 2 cores and took the same time either way (docs/benchmarks.md,
+# "CI time"); the order keeps a long file from starting last when workers do wait
 DIST := --dist loadfile --no-loadscope-reorder
 test: lint
 	$(PY) -m pytest -q -n $(JOBS) $(DIST)

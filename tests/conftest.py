@@ -63,29 +63,34 @@ _SESSION_MASTER_PORT = os.environ.get("MASTER_PORT")
 # The longest files first (`pytest --durations`, summed per file), so that no worker is left with a
 # long file at the end while the others idle (the Makefile keeps xdist from reordering them).
 LONGEST_FIRST = [
-    # slow files (only in `make test-all`): summed durations on 3 workers, 2026-12-06, the slow 2-core host
-    "test_elastic_resume.py",  # ~490 s
-    "test_train_multiproc.py",  # ~450 s
-    "test_launch_slurm.py",  # ~370 s
-    "test_longform_demo.py",  # ~270 s (the full demo's model, kept by the run before)
-    "test_readme_own_data.py",  # ~200 s
-    "test_reliability_faults.py",  # ~200 s
-    "test_vllm_serve.py",  # ~200 s
-    "test_launch_runpod.py",  # ~190 s
-    "test_train_e2e.py",  # ~140 s, a third of `make test`
-    "test_vllm_languages.py",  # ~125 s
-    "test_cli.py",  # ~95 s
-    "test_shard_slurm.py",
-    "test_launch_torchrun.py",
-    "test_whisper_base.py",
-    "test_serve_hostile.py",
-    "test_train_whisper.py",
-    "test_vllm_families.py",
-    "test_serve_live.py",
-    "test_model_loss_zero3.py",
-    # the default suite's longest
-    "test_plan.py",
-    "test_shard_cli.py",
+    # seconds summed per file (`pytest -m '' -n 3 --durations=0`, every test but the two demos; 2026-12-06,
+    # the slow 2-core host, 3 workers sharing its cores): slow and fast files alike
+    "test_elastic_resume.py",  # 611 s
+    "test_launch_slurm.py",  # 302 s
+    "test_longform_demo.py",  # 296 s
+    "test_train_multiproc.py",  # 277 s
+    "test_readme_own_data.py",  # 243 s
+    "test_launch_torchrun.py",  # 232 s
+    "test_reliability_faults.py",  # 211 s
+    "test_vllm_serve.py",  # 192 s
+    "test_vllm_languages.py",  # 165 s
+    "test_train_e2e.py",  # 163 s
+    "test_launch_runpod.py",  # 150 s
+    "test_shard_scale.py",  # 109 s
+    "test_export.py",  # 103 s
+    "test_shard_slurm.py",  # 90 s
+    "test_serve_fuzz.py",  # 79 s
+    "test_train_whisper.py",  # 75 s
+    "test_model_loss_zero3.py",  # 73 s
+    "test_shard_cli.py",  # 62 s
+    "test_cli.py",  # 62 s
+    "test_serve_hostile.py",  # 60 s
+    "test_data_remote.py",  # 59 s
+    "test_whisper_base.py",  # 52 s
+    "test_vllm_families.py",  # 52 s
+    "test_serve_live.py",  # 46 s
+    "test_plan.py",  # 38 s
+    # the default suite's next longest
     "test_train_units.py",
     "test_shard.py",
 ]
