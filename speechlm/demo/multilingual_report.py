@@ -6,8 +6,10 @@ Three passes over the test split's speech clips, each clip's labels read from it
   part (CER for ja; speechlm.scoring.languages), and the pinning count: answers whose words are
   another language's (`answer_language`: kana means ja, else the lexicon language with most of the
   answer's words), which a pin must never give;
-- detected: no language given: language ID per language (the "[xx] " the model opens with), and the
-  non-speech clips' share answered with nothing;
+- detected: no language given: language ID per language (the opening "language Spanish: " the model
+  writes), and the non-speech clips' share answered with nothing. Only the opening and a word or two are
+  generated (`detection_tokens`): neither figure reads further, and an answerer that has not learned to
+  stop (the test's reference, an untrained one) would otherwise write to its budget;
 - translate: the `translate` clips (es/de/fr/ja sentences of shapes never trained) asked for English:
   chrF and BLEU against the English, beside the baseline of the issue: the pinned transcript of the
   same clip translated word by word with the training lexicon (`word_by_word`).
@@ -169,7 +171,16 @@ def clip_labels(shards: Path, split: str) -> dict[str, dict]:
     return out
 
 
-def _decode(model, waves, language, task, batch_size: int, cost=None) -> list[dict]:
+def detection_tokens(model) -> int:
+    """New tokens the detected pass needs: the longest opening of the model's languages (or the no-speech
+    one) as its tokenizer cuts it, and two more, so that a word run into the opening's end is whole."""
+    from speechlm import text
+
+    openings = [text.answer_prefix(x) for x in model.cfg.languages] + [text.answer_prefix(None)]
+    return max(len(model.tokenizer(o.strip(), add_special_tokens=False)["input_ids"]) for o in openings) + 2
+
+
+def _decode(model, waves, language, task, batch_size: int, cost=None, max_new_tokens=None) -> list[dict]:
     """model.transcribe's details per clip (text, language), in the clips' order, decoded `batch_size`
     clips at a time in the order of `cost` (per clip; default its samples): a batch generates until its
     longest answer ends, so clips of like answer length batched together spend fewer steps padding the
@@ -180,7 +191,9 @@ def _decode(model, waves, language, task, batch_size: int, cost=None) -> list[di
     for i in range(0, len(order), batch_size):
         idx = order[i : i + batch_size]
         lang = [language[k] for k in idx] if isinstance(language, list) else language
-        for k, o in zip(idx, model.transcribe([waves[k] for k in idx], details=True, language=lang, task=task)):
+        asked = [waves[k] for k in idx]
+        answers = model.transcribe(asked, max_new_tokens=max_new_tokens, details=True, language=lang, task=task)
+        for k, o in zip(idx, answers):
             out[k] = o
     return out
 
@@ -210,10 +223,10 @@ def passes(model, shards: Path, split: str = "test", batch_size: int = 16) -> li
     # a language's answers cost its tokens per second: grouped by language, then by length
     by_language = [(langs[k], len(waves[i])) for k, i in enumerate(speech)]
     pinned = _decode(model, [waves[i] for i in speech], langs, "transcribe", batch_size, by_language)
-    answer_tokens = [0] * len(rows)  # the pinned answers' lengths order the pass that detects
     for i, o in zip(speech, pinned):
-        rows[i]["pinned"], answer_tokens[i] = o["text"], len(o.get("ids", ()))
-    for r, o in zip(rows, _decode(model, waves, None, "transcribe", batch_size, answer_tokens)):
+        rows[i]["pinned"] = o["text"]
+    # the clips' lengths order the pass that detects: it writes a few tokens each, its prompts decide
+    for r, o in zip(rows, _decode(model, waves, None, "transcribe", batch_size, None, detection_tokens(model))):
         r["detected"], r["detected_language"] = o["text"], o.get("language")
     silent, served = [i for i, r in enumerate(rows) if not r["language"]], list(model.cfg.languages)
     if silent and served:  # a caller may pin a language on silence too: each clip pinned to one in turn

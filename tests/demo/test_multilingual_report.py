@@ -145,9 +145,11 @@ class _Batches:
 
     def __init__(self):
         self.batches: list[list[int]] = []
+        self.caps: list = []
 
-    def transcribe(self, waves, details, language, task):
+    def transcribe(self, waves, max_new_tokens, details, language, task):
         self.batches.append([len(w) for w in waves])
+        self.caps.append(max_new_tokens)
         langs = language if isinstance(language, list) else [language] * len(waves)
         return [{"text": str(len(w)), "language": lang, "task": task} for w, lang in zip(waves, langs)]
 
@@ -167,3 +169,6 @@ def test_clips_are_decoded_by_cost_and_answered_in_their_own_order():
     model.batches.clear()
     multilingual_report._decode(model, waves, None, "translate", 10)  # by length when no cost is given
     assert [n for b in model.batches for n in b] == sorted(len(w) for w in waves)
+    assert set(model.caps) == {None}  # the model's own budget
+    multilingual_report._decode(model, waves, None, "transcribe", 10, None, 7)
+    assert model.caps[-4:] == [7] * 4  # a cap asked for reaches every batch
