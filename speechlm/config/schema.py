@@ -91,6 +91,10 @@ class DataConfig:
     batching: Literal["clips", "seconds"] = "clips"
     # with batching=seconds: total audio seconds per batch (per device)
     batch_seconds: float = 0.0
+    # what a shuffled block's clips are sorted by before batches are cut: their durations, or the decoder
+    # tokens each is estimated to take (audio placeholders + its language's text tokens per second):
+    # for mixes of languages whose answers cost unlike tokens per second (speechlm.data.token_rates)
+    bucket_by: Literal["seconds", "tokens"] = "seconds"
     shuffle_shards_per_block: int = 4
     num_workers: int = 2
     prefetch_factor: int = 2

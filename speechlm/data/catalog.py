@@ -25,6 +25,7 @@ class Shard:
     # per clip, the factor its language and task put on its set's weight (DataSet.languages, .tasks);
     # None: 1 for every clip
     factors: np.ndarray | None = None
+    languages: list | None = None  # per clip, its spoken language (the manifest's), None where not stated
 
 
 @dataclass
@@ -44,6 +45,11 @@ class Catalog:
     @property
     def num_clips(self) -> int:
         return int(self.offsets[-1])
+
+    def languages(self) -> np.ndarray:
+        """Per gid, the clip's language code as its shard's manifest states it ("" where it does not)."""
+        out = [lang or "" for s in self.shards for lang in (s.languages or [None] * len(s.ids))]
+        return np.asarray(out, dtype=object)
 
     def shard_of(self, gids: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.offsets, gids, side="right") - 1
@@ -84,7 +90,22 @@ def load_catalog(
                 )
             empty_ok = bool(manifest.get("sources", {}).get(sh.get("source"), {}).get("keep_empty", False))
             factors = clip_factors(sh, mixes[k] if mixes else ({}, {}), f"{what}[{k}]", mpath)
-            shards.append(Shard(remote.join(path, sh["file"]), ids, durs, k, empty_ok, factors))
+            langs = sh.get("languages")
+            if langs is not None and len(langs) != len(ids):
+                raise ConfigError(
+                    f"{what}[{k}]: {mpath} lists {len(ids)} ids but {len(langs)} languages for {sh['file']}"
+                )
+            shards.append(
+                Shard(
+                    remote.join(path, sh["file"]),
+                    ids,
+                    durs,
+                    k,
+                    empty_ok,
+                    factors,
+                    None if langs is None else list(langs),
+                )
+            )
     return Catalog(shards, [str(p) for p in paths])
 
 

@@ -12,7 +12,8 @@ Order of operations for epoch e (seeded by (seed, e)):
      first to the rank with the fewest clips, then likewise to that rank's workers; else clip i to
      stream i % G (so no stream is empty);
   4. per stream, blocks of `shards_per_block` shards: shuffle the block's clips, sort them by
-     duration, cut batches (by clip count or total seconds), shuffle the batch order;
+     duration (or by a per-clip `cost`: the decoder tokens a clip is estimated to take, `data.bucket_by:
+     tokens`), cut batches (by clip count or total seconds), shuffle the batch order;
   5. per rank: interleave its workers' batches round robin (the order torch's DataLoader yields
      them), add weight-0 padding batches up to the max over ranks.
 
@@ -146,15 +147,17 @@ class Block:
 
 
 def cut_batches(durations: np.ndarray, batch_size: int, batch_seconds: float) -> list[slice]:
-    """Consecutive slices of duration-sorted clips: `batch_size` clips each, or as many as fit in
-    `batch_seconds` of PADDED audio (clips x the longest), which is what the model computes on."""
+    """Consecutive slices of sorted clips: `batch_size` clips each, or as many as fit in `batch_seconds`
+    of PADDED audio (clips x the longest so far), which is what the model computes on. Sorted by tokens,
+    a batch's durations need not rise: its longest clip is then not its last."""
     n = len(durations)
     if batch_seconds and batch_seconds > 0:
-        out, start = [], 0
+        out, start, longest = [], 0, 0.0
         for i, d in enumerate(durations):
-            if i > start and (i - start + 1) * float(d) > batch_seconds:
+            longest = max(longest, float(d))
+            if i > start and (i - start + 1) * longest > batch_seconds:
                 out.append(slice(start, i))
-                start = i
+                start, longest = i, float(d)
         if start < n:
             out.append(slice(start, n))
         return out
@@ -169,15 +172,18 @@ def stream_blocks(
     batch_size: int,
     batch_seconds: float,
     rng: np.random.Generator | None,
+    cost: np.ndarray | None = None,
 ) -> list[Block]:
-    """Blocks of one stream; rng=None keeps the clip order (eval), else shuffles and buckets."""
+    """Blocks of one stream; rng=None keeps the clip order (eval), else shuffles and buckets by
+    `cost` per gid (default: duration)."""
+    key = catalog.durations if cost is None else cost
     blocks = []
     for b in range(0, len(units), max(1, shards_per_block)):
         gids = np.concatenate(units[b : b + shards_per_block])
         if rng is not None:
             gids = gids[rng.permutation(len(gids))]
-        # stable sort: equal durations keep the shuffled order
-        gids = gids[np.argsort(catalog.durations[gids], kind="stable")]
+        # stable sort: equal costs keep the shuffled order
+        gids = gids[np.argsort(key[gids], kind="stable")]
         batches = [gids[s] for s in cut_batches(catalog.durations[gids], batch_size, batch_seconds)]
         if rng is not None:
             batches = [batches[i] for i in rng.permutation(len(batches))]
@@ -275,12 +281,19 @@ def plan_epoch(
     batch_size: int,
     batch_seconds: float = 0.0,
     done: list[tuple[int, int, int]] | tuple = (),
+    cost: np.ndarray | None = None,
 ) -> EpochPlan:
     """The epoch's plan for this layout; `done` lists earlier layouts of the same epoch, oldest
-    first, as (world_size, num_workers, steps run): their clips are left out (elastic resume)."""
+    first, as (world_size, num_workers, steps run): their clips are left out (elastic resume).
+    `cost`: per gid, what bucketing sorts by (default: duration)."""
     units = epoch_units(catalog, weights, seed, epoch)
     opts = dict(
-        seed=seed, epoch=epoch, shards_per_block=shards_per_block, batch_size=batch_size, batch_seconds=batch_seconds
+        seed=seed,
+        epoch=epoch,
+        shards_per_block=shards_per_block,
+        batch_size=batch_size,
+        batch_seconds=batch_seconds,
+        cost=cost,
     )
     for k, (ws, nw, steps) in enumerate(done):
         earlier = _plan_units(catalog, units, world_size=int(ws), num_workers=int(nw), segment=k, **opts)
@@ -289,7 +302,7 @@ def plan_epoch(
 
 
 def _plan_units(
-    catalog, units, *, seed, epoch, world_size, num_workers, shards_per_block, batch_size, batch_seconds, segment
+    catalog, units, *, seed, epoch, world_size, num_workers, shards_per_block, batch_size, batch_seconds, cost, segment
 ) -> EpochPlan:
     workers = max(1, num_workers)
     G = world_size * workers
@@ -305,6 +318,7 @@ def _plan_units(
             batch_size=batch_size,
             batch_seconds=batch_seconds,
             rng=_rng(*key[:3], j, *key[3:]),
+            cost=cost,
         )
         for j in range(G)
     ]

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 import torch
 
 from speechlm.config import ConfigError, DataSet
+from speechlm.data import token_rates
 from speechlm.data.augment import Augmenter
 from speechlm.data.catalog import Catalog, load_catalog
 from speechlm.data.epoch_plan import EpochPlan, plan_epoch, plan_eval
@@ -87,6 +88,22 @@ def _batches(
         raise RuntimeError(f"reader ended with steps {sorted(pending)} out of order (expected {want})")
 
 
+def _check_layout(sets, batch_size, batch_seconds, rank, world_size) -> None:
+    if not sets:
+        raise ConfigError("data.train: no shard sets given")
+    if batch_size <= 0 and batch_seconds <= 0:
+        raise ConfigError("training.per_device_train_batch_size or data.batch_seconds must be > 0")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} outside world size {world_size}")
+
+
+def _bucket_costs(bucket_by: str, catalog: Catalog, collator, sets):
+    """What a block's clips are sorted by before batches are cut (`data.bucket_by`): None, their
+    durations; with tokens, the decoder tokens each is estimated to take, so that a batch mixing
+    languages of unlike tokens per second (kana ~4x English's) is not padded to its wordiest clip."""
+    return token_rates.clip_tokens(catalog, collator, sets) if bucket_by == "tokens" else None
+
+
 class TrainLoader:
     def __init__(
         self,
@@ -103,13 +120,9 @@ class TrainLoader:
         prefetch_factor: int = 2,
         remote_io: RemoteIO | None = None,
         augment: Augmenter | None = None,
+        bucket_by: str = "seconds",
     ):
-        if not sets:
-            raise ConfigError("data.train: no shard sets given")
-        if batch_size <= 0 and batch_seconds <= 0:
-            raise ConfigError("training.per_device_train_batch_size or data.batch_seconds must be > 0")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} outside world size {world_size}")
+        _check_layout(sets, batch_size, batch_seconds, rank, world_size)
         self.remote_io = remote_io or RemoteIO()  # for sets at a URL
         self.catalog: Catalog = load_catalog(
             [s.path for s in sets],
@@ -136,6 +149,7 @@ class TrainLoader:
         # (shards_read, clips_decoded; out_of_order: batches the reorder buffer held), summed over workers
         self.stats: Counter = Counter()
         self._plan: EpochPlan | None = None
+        self.cost = _bucket_costs(bucket_by, self.catalog, collator, sets)
 
     @classmethod
     def from_config(cls, cfg, collator, rank: int = 0, world_size: int = 1) -> TrainLoader:
@@ -156,6 +170,7 @@ class TrainLoader:
             prefetch_factor=d.prefetch_factor,
             remote_io=RemoteIO.from_config(d),
             augment=Augmenter(d.augment, seed=t.seed) if d.augment.enabled else None,
+            bucket_by=d.bucket_by,
         )
 
     # ------------------------------------------------------------------ plan
@@ -174,6 +189,7 @@ class TrainLoader:
                 batch_size=self.batch_size,
                 batch_seconds=self.batch_seconds,
                 done=self.done if epoch == self.epoch else (),
+                cost=self.cost,
             )
         return self._plan
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from speechlm.audio_checks import SAMPLE_RATE
 from speechlm.data import remote
 from speechlm.data.catalog import read_manifest
 
@@ -87,3 +88,33 @@ def fill(model, sets) -> None:
     cfg = model.cfg
     if getattr(cfg, "languages", None) and not getattr(cfg, "tokens_per_second_by_language", None):
         cfg.tokens_per_second_by_language = measure(sets, model.tokenizer)
+
+
+def mean_rates(tokenizer, samples: dict[str, list[tuple[str, float]]]) -> dict[str, float]:
+    """language -> its sampled transcripts' mean tokens per second (all their tokens over all their seconds)."""
+    out = {}
+    for lang, clips in sorted(samples.items()):
+        seconds = sum(s for _, s in clips)
+        if clips and seconds > 0:
+            out[lang] = sum(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t, _ in clips) / seconds
+    return out
+
+
+def clip_tokens(catalog, collator, sets, per_language: int = PER_LANGUAGE) -> np.ndarray | None:
+    """Per gid, the decoder tokens a clip is estimated to take, for `data.bucket_by: tokens`: its audio
+    placeholders (the collator's count for its duration) and its answer (the duration times its
+    language's mean tokens per second, sampled from the sets' clips). A clip that states no language
+    counts its audio alone (non-speech, whose answer is empty); a language not sampled (a remote set)
+    gets the mean of those that were. None when no clip states a language: the durations then order
+    the clips as the tokens would."""
+    langs = catalog.languages()
+    if not any(langs):
+        return None
+    rates = mean_rates(collator.tokenizer, sample(sets, per_language))
+    if not rates:
+        return None
+    known = sum(rates.values()) / len(rates)
+    log.info("bucketing by tokens: %s text tokens per second by language", {k: round(v, 2) for k, v in rates.items()})
+    audio = np.array([collator.num_audio_tokens(int(round(d * SAMPLE_RATE))) for d in catalog.durations], float)
+    text = np.array([rates.get(lang, known) if lang else 0.0 for lang in langs], float) * catalog.durations
+    return audio + text
