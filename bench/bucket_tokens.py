@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Batches cut by duration against batches cut by estimated tokens (`data.bucket_by`), on the same clips.
 
-    python bench/bucket_tokens.py [--clips 96] [--threads 2] [--config demo_multilingual] [key=value overrides]
+    python bench/bucket_tokens.py [--clips 96] [--threads 2] [--objective lm|ctc] [--config demo_multilingual]
+        [key=value overrides]
 
 Takes a seeded sample of the recipe's training clips, sorts it both ways (the loader's own costs:
 `TrainLoader(bucket_by="tokens").cost`), cuts batches of the recipe's size, collates them with the real
@@ -29,6 +30,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--clips", type=int, default=96)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--objective", choices=("lm", "ctc"), default="lm", help="ctc: the warm start's step")
     ap.add_argument("--config", default="demo_multilingual")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args(argv)
@@ -69,26 +71,31 @@ def main(argv=None):
         "tokens": [ids[i] for i in np.argsort(cost[pick], kind="stable")],
     }
     batches = {k: [col([samples[c] for c in v[i : i + bs]]) for i in range(0, len(v), bs)] for k, v in orders.items()}
-    got = {k: {"padded": 0, "real": 0, "first": 0.0, "later": 0.0} for k in orders}
+    got = {k: {"padded": 0, "real": 0, "frames": 0, "real_frames": 0, "first": 0.0, "later": 0.0} for k in orders}
     for k in orders:
         for b in batches[k]:
             got[k]["padded"] += b["input_ids"].numel()
             got[k]["real"] += int(b["attention_mask"].sum())
+            got[k]["frames"] += b["feature_mask"].numel()  # what the encoder and the CTC head compute on
+            got[k]["real_frames"] += int(b["feature_mask"].sum())
     for epoch in ("first", "later"):  # the first pass fills the cache, the second reads it
         for i in range(len(batches["seconds"])):
             for k in orders:
                 t0 = time.perf_counter()
-                _step(model, batches[k][i])
+                _step(model, batches[k][i], args.objective)
                 got[k][epoch] += time.perf_counter() - t0
     for k, v in got.items():
         print(
             f"by {k}: {len(batches[k])} batches of {bs}, {v['padded']} tokens padded ({v['real']} real, "
-            f"padding {1 - v['real'] / v['padded']:.1%}); LM steps {v['first']:.1f} s encoding, "
+            f"padding {1 - v['real'] / v['padded']:.1%}), audio frames padding "
+            f"{1 - v['real_frames'] / v['frames']:.1%}; "
+            f"{args.objective} steps {v['first']:.1f} s encoding, "
             f"{v['later']:.1f} s from the cache"
         )
     s, t = got["seconds"], got["tokens"]
     print(
-        f"tokens/seconds: padded tokens {t['padded'] / s['padded']:.3f}x, LM steps {t['first'] / s['first']:.3f}x "
+        f"tokens/seconds: padded tokens {t['padded'] / s['padded']:.3f}x, {args.objective} steps "
+        f"{t['first'] / s['first']:.3f}x "
         f"encoding, {t['later'] / s['later']:.3f}x from the cache"
     )
 
@@ -125,8 +132,8 @@ def _epoch_padding(loader, col, labels, epochs: int = 3) -> None:
         )
 
 
-def _step(model, b):
-    out = model(**b, objective="lm")
+def _step(model, b, objective: str):
+    out = model(**b, objective=objective)
     out.loss.backward()
     model.zero_grad(set_to_none=True)
 

@@ -174,7 +174,7 @@ def clip_labels(shards: Path, split: str) -> dict[str, dict]:
 def detection_tokens(model) -> int:
     """New tokens the detected pass needs: the longest opening of the model's languages (or the no-speech
     one) as its tokenizer cuts it, and two more, so that a word run into the opening's end is whole."""
-    from speechlm import text
+    from speechlm import text  # transformers: the report's module stays light until a model is scored
 
     openings = [text.answer_prefix(x) for x in model.cfg.languages] + [text.answer_prefix(None)]
     return max(len(model.tokenizer(o.strip(), add_special_tokens=False)["input_ids"]) for o in openings) + 2
