@@ -36,16 +36,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from speechlm import inference as ev
-    from speechlm.config import load
-    from speechlm.data import Collator, TrainLoader
-    from speechlm.demo.multilingual_report import clip_labels
-    from speechlm.model import build_model
+    from recipe_parts import samples as labelled
+    from recipe_parts import train_model
 
-    cfg = load(recipe=args.config, overrides=["training.encoder_cache_gb=2", *args.overrides])
-    model = build_model(cfg)
-    model.train()
-    col = Collator.from_config(cfg, model.tokenizer, family=model.family)
+    from speechlm import inference as ev
+    from speechlm.data import TrainLoader
+    from speechlm.demo.multilingual_report import clip_labels
+
+    cfg, model, col = train_model(args.config, ["training.encoder_cache_gb=2", *args.overrides])
     loader = TrainLoader(cfg.data.train, col, batch_size=cfg.training.per_device_train_batch_size, bucket_by="tokens")
     cat, cost = loader.catalog, loader.cost
     pick = np.sort(np.random.default_rng(0).choice(cat.num_clips, size=args.clips, replace=False))
@@ -53,17 +51,8 @@ def main(argv=None):
     path = cfg.data.train[0].path
     labels = clip_labels(Path(path), "train")
     _, clips = ev.dataset_clips(path, "train")  # decoded by the training reader
-    waves = {cid: (wave, ref) for cid, wave, ref in clips}
-    keys = ("language", "task", "target_text")
-    samples = {
-        cid: {
-            "id": cid,
-            "text": waves[cid][1],
-            "audio": waves[cid][0],
-            **{k: labels[cid][k] for k in keys if k in labels[cid]},
-        }
-        for cid in ids
-    }
+    wanted = set(ids)
+    samples = {x["id"]: x for x in labelled(path, "train", [c for c in clips if c[0] in wanted])}
     bs = cfg.training.per_device_train_batch_size
     _epoch_padding(loader, col, labels)
     orders = {

@@ -37,26 +37,16 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
+    from recipe_parts import samples as labelled
+    from recipe_parts import train_model
+
     from speechlm import inference as ev
-    from speechlm.config import load
-    from speechlm.data import Collator
-    from speechlm.model import build_model
 
     # no encoder cache: each step's encoder is timed on its own, and the step then encodes again
-    cfg = load(recipe=args.config, overrides=["training.encoder_cache_gb=0", *args.overrides])
-    model = build_model(cfg)
-    model.train()
-    col = Collator.from_config(cfg, model.tokenizer, family=model.family)
+    cfg, model, col = train_model(args.config, ["training.encoder_cache_gb=0", *args.overrides])
     need = cfg.training.per_device_train_batch_size * (args.steps + 1)
     _, clips = ev.dataset_clips(cfg.data.train[0].path, "train", n=need)  # decoded by the training reader
-    from speechlm.demo.multilingual_report import clip_labels  # language, task, target_text where clips carry them
-
-    labels = clip_labels(Path(cfg.data.train[0].path), "train")
-    keys = ("language", "task", "target_text")
-    samples = [
-        {"id": cid, "text": ref, "audio": wave, **{k: labels[cid][k] for k in keys if k in labels.get(cid, {})}}
-        for cid, wave, ref in clips
-    ]
+    samples = labelled(cfg.data.train[0].path, "train", clips)
     bs = cfg.training.per_device_train_batch_size
     enc_t, dec_t, cpu_t = [], [], []
     for s in range(args.steps + 1):  # the first step warms up and is not counted
