@@ -109,9 +109,14 @@ def clip_tokens(catalog, collator, sets, per_language: int = PER_LANGUAGE) -> np
     the clips as the tokens would."""
     langs = catalog.languages()
     if not any(langs):
+        log.info("data.bucket_by: tokens: no clip states its language, so durations order them as tokens would")
         return None
     rates = mean_rates(collator.tokenizer, sample(sets, per_language))
     if not rates:
+        log.warning(
+            "data.bucket_by: tokens: no clip of a stated language could be sampled (sets at a URL); "
+            "batches are cut by duration"
+        )
         return None
     known = sum(rates.values()) / len(rates)
     log.info("bucketing by tokens: %s text tokens per second by language", {k: round(v, 2) for k, v in rates.items()})
