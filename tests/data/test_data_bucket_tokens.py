@@ -102,3 +102,12 @@ def test_the_config_names_a_bad_bucket_by():
 
     with pytest.raises(ConfigError, match="data.bucket_by"):
         load(recipe="tiny", overrides=["data.bucket_by=words"])
+
+
+def test_a_manifest_whose_languages_miss_clips_names_the_shard(tmp_path):
+    path = write_set(tmp_path, "bad", [5], audio=False)
+    m = json.loads((path / "manifest.json").read_text())
+    m["splits"]["train"]["shards"][0]["languages"] = ["en"] * 4  # one short: an edited or truncated manifest
+    (path / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ConfigError, match=r"lists 5 ids but 4 languages for bad-train-000000\.tar"):
+        load_catalog([str(path)], ["train"])
